@@ -1,0 +1,237 @@
+"""The incremental analyzer: feed bytes, get events; ask for a verdict at any moment.
+
+Pure: no I/O and no clock. Time enters only as the `ts` of fed data (when the caller knows
+it) and the `now` of `verdict()`.
+
+    a = Analyzer(load_playbook("verl"))
+    for chunk in chunks: events = a.feed(chunk, ts=arrival_time)
+    a.finish(); v = a.verdict(now=time.time())
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+from ..chain import STAGES
+from ..playbook import Playbook
+from .blocks import Block, BlockAssembler
+from .findings import Finding, finding_from_block, finding_from_line, metric_finding
+from .gate import build_gate
+from .lines import Line, canonical, clean, decode, make_line
+from .metrics import parse_metrics
+
+WARNING = re.compile(r"\bWARN(?:ING)?\b|\w*Warning: ")
+# Lines that any analysis may need, besides the playbook's own patterns.
+_EXTRA_GATES = [r"Traceback \(most recent call last\)", r'File "', r"Error", r"Exception", r"Exit", r"Interrupt",
+                r"WARN", r"Warning"]
+LAST = len(STAGES)
+STALE_BLOCK_LINES = 64  # an open block with no continuation for this many lines is closed
+CONTEXT_LINES = 8
+TAIL_LINES = 20
+MAX_WARNINGS = 50
+
+
+@dataclass
+class Event:
+    kind: str  # stage | failure | metric | warning
+    line_no: int
+    text: str
+    stage: int | None = None
+    data: dict = field(default_factory=dict)
+
+
+class Analyzer:
+    def __init__(self, playbook: Playbook):
+        self.pb = playbook
+        self.blocks = BlockAssembler()
+        self.line_no = 0
+        self.pending = b""
+        self.reached: dict[int, tuple[int, str]] = {}  # stage no -> (line no, evidence)
+        self.findings: dict[str, Finding] = {}
+        self.metrics: list[dict] = []
+        self.warnings: dict[str, list] = {}  # canonical -> [first line no, text, count]
+        self.context: deque[str] = deque(maxlen=CONTEXT_LINES)  # lines before the current one
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.noise = 0
+        self.last_ts: float | None = None
+        self.progress_ts: float | None = None  # when a stage was last reached
+        self.last_healthy_update: int | None = None  # line of the last actor update with sane metrics
+        self._since_block: dict[str, int] = {}
+        self._events: list[Event] = []
+        self.gate = self._gate()
+
+    def _gate(self) -> re.Pattern | None:
+        """The gate for what can still matter: markers of stages not yet reached (an actor
+        update's always), signatures, metric lines. Rebuilt when a stage is first reached."""
+        src = self.pb.source
+        markers = [m.regex for name, spec in src.stages.items() for m in spec.markers
+                   if STAGES.index(name) + 1 == LAST or STAGES.index(name) + 1 not in self.reached]
+        return build_gate(markers + [x.regex for x in src.signatures + src.metric_lines] + _EXTRA_GATES)
+
+    # ------------------------------------------------------------------ feeding
+
+    def feed(self, data: bytes | str, ts: float | None = None) -> list[Event]:
+        """Feed any chunk of the log (need not end on a line boundary)."""
+        if isinstance(data, str):
+            data = data.encode("utf-8", "surrogatepass")
+        if ts is not None:
+            self.last_ts = ts
+        buf = self.pending + data
+        cut = buf.rfind(b"\n") + 1
+        self.pending = buf[cut:]
+        if len(self.pending) > 1 << 20:  # a huge line with no newline yet: analyse its start, drop the rest
+            self.pending = self.pending[: 1 << 16]
+        if cut:
+            self._region(buf[:cut], ts)
+        out, self._events = self._events, []
+        return out
+
+    def finish(self) -> list[Event]:
+        """The log ended: analyse a last partial line and close open tracebacks."""
+        if self.pending:
+            self._region(self.pending + b"\n", None)
+            self.pending = b""
+        for blk in self.blocks.close_all():
+            self._block_closed(blk)
+        out, self._events = self._events, []
+        return out
+
+    def _region(self, region: bytes, ts: float | None) -> None:
+        pos, end = 0, len(region)
+        while pos < end:
+            if self.gate is not None and not self.blocks.open:
+                m = self.gate.search(region, pos)
+                start = region.rfind(b"\n", pos, m.start()) + 1 if m else end
+                if start > pos:
+                    skipped = region.count(b"\n", pos, start)
+                    self.line_no += skipped
+                    self._remember(region, start, min(skipped, CONTEXT_LINES))
+                    pos = start
+                    if pos >= end:
+                        break
+            nl = region.find(b"\n", pos)
+            self.line_no += 1
+            self._line(make_line(self.line_no, decode(region[pos:nl]), self.pb.prefixes), ts)
+            pos = nl + 1
+
+    def _remember(self, region: bytes, start: int, n: int) -> None:
+        """Keep the last lines before `start` for context and the tail (skipped lines too)."""
+        if n <= 0:
+            return
+        i = start - 1
+        for _ in range(n):
+            j = region.rfind(b"\n", 0, i)
+            self._keep(clean(decode(region[j + 1:i])))
+            i = j
+            if j < 0:
+                break
+
+    def _keep(self, text: str) -> None:
+        self.context.append(text)
+        self.tail.append(text)
+
+    # ------------------------------------------------------------------ one line
+
+    def _line(self, line: Line, ts: float | None) -> None:
+        text = line.text
+        if self.pb.noise.first(text) is not None:
+            self.noise += line.repeat
+            return
+        sigs = self.pb.signatures.matches(text)
+        closed, consumed = self.blocks.feed(line, bool(sigs))
+        for blk in closed:
+            self._block_closed(blk)
+        self._age_blocks(line.proc)
+        if not consumed:
+            update = self._stages(line, ts)
+            if self._metrics(line) and update:
+                self.last_healthy_update = line.no
+            if sigs:
+                self._add_finding(finding_from_line(line, sigs, self.pb, list(self.context)))
+            elif WARNING.search(text):
+                self._warning(line)
+        elif line.proc in self.blocks.open and self.blocks.open[line.proc].start_no == line.no:
+            self.blocks.open[line.proc].context = list(self.context)
+        self._keep((line.prefix + text) if line.prefix else text)
+
+    def _age_blocks(self, proc: str) -> None:
+        """Close blocks whose process went quiet: their continuation will not come."""
+        for p in list(self.blocks.open):
+            if p == proc:
+                self._since_block[p] = 0
+                continue
+            self._since_block[p] = self._since_block.get(p, 0) + 1
+            if self._since_block[p] > STALE_BLOCK_LINES:
+                del self._since_block[p]
+                self._block_closed(self.blocks.open.pop(p))
+
+    def _stages(self, line: Line, ts: float | None) -> bool:
+        """Record stages first reached on this line; True if it marks an actor update
+        (checked on every line: each update may be healthy or not)."""
+        update = False
+        for no, marker in self.pb.markers.matches(line.text):
+            if no == LAST or no not in self.reached:
+                update |= no == LAST
+                if no not in self.reached:
+                    self.reached[no] = (line.no, line.text)
+                    self.gate = self._gate()
+                    self.progress_ts = ts
+                    self._events.append(Event("stage", line.no, line.text, no, {"marker": marker.id}))
+        return update
+
+    def _metrics(self, line: Line) -> bool:
+        """Parse a metric line; False when a metric rule says the values are unhealthy."""
+        if self.pb.metric_lines.first(line.text) is None:
+            return True
+        values = parse_metrics(line.text, self.pb.metric_keys)
+        if not values:
+            return True
+        self.metrics.append(values)
+        self._events.append(Event("metric", line.no, line.text, None, values))
+        healthy = True
+        for rule in self.pb.source.metric_rules:
+            if rule.metric in values and _violates(values[rule.metric], rule.when):
+                self._add_finding(metric_finding(line, rule, list(self.context)))
+                healthy = False
+        return healthy
+
+    def _warning(self, line: Line) -> None:
+        key = canonical(line.text)
+        if key in self.warnings:
+            self.warnings[key][2] += line.repeat
+        elif len(self.warnings) < MAX_WARNINGS:
+            self.warnings[key] = [line.no, line.text, line.repeat]
+            self._events.append(Event("warning", line.no, line.text))
+
+    # ------------------------------------------------------------------ findings
+
+    def _block_closed(self, blk: Block) -> None:
+        self._since_block.pop(blk.proc, None)
+        f = finding_from_block(blk, self.pb)
+        if f is not None:
+            self._add_finding(f)
+
+    def _add_finding(self, f: Finding) -> None:
+        old = self.findings.get(f.key)
+        if old is not None:
+            old.count += f.count
+            old.procs |= f.procs
+            return
+        self.findings[f.key] = f
+        self._events.append(Event("failure", f.line_no, f.text, f.stage, {"category": f.category, "role": f.role}))
+
+    # ------------------------------------------------------------------ verdict
+
+    def verdict(self, now: float | None = None) -> dict:
+        from .verdict import build_verdict
+
+        return build_verdict(self, now)
+
+
+def _violates(value: float, when: str) -> bool:
+    if when == "nonfinite":
+        return value != value or value in (float("inf"), float("-inf"))
+    return value == 0
+

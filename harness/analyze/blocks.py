@@ -1,0 +1,139 @@
+"""Assemble error blocks per process: a Python traceback (with its chained and Ray-nested
+parts) plus the message lines that follow its exception line, even when several processes
+interleave their output.
+
+A block is a list of segments; each segment is the frames of one traceback and the exception
+line that ends it. Pure; fed one `Line` at a time by the analyzer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .lines import Line
+
+TB_START = re.compile(r"^\s*(?:Original )?Traceback \(most recent call last\):")
+FRAME = re.compile(r'^\s+File "([^"]*)", line (\d+), in (\S+)')
+CHAIN = re.compile(r"^\s*(?:The above exception was the direct cause of the following exception:"
+                   r"|During handling of the above exception, another exception occurred:)")
+# `Type: message`, `pkg.mod.Type(Inner): message` or a bare `Type` at column 0.
+EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<type>[A-Za-z_]\w*)(?:\((?P<inner>[\w.]+)\))?(?::(?: |$)|$)")
+# An exception line seen outside a traceback (a log that starts mid-traceback, a logged error).
+LOOSE_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<type>\w*(?:Error|Exception|Exit|Interrupt))(?:\((?P<inner>[\w.]+)\))?: ")
+RAY_METHOD = re.compile(r"ray::(?:[\w<>]+\.)?(\w+)\(\)")
+MAX_BLOCK_LINES = 400
+
+
+@dataclass
+class Segment:
+    frames: list[str] = field(default_factory=list)  # function names, outermost first
+    exc_no: int = 0
+    exc_text: str = ""
+    exc_type: str = ""
+    inner_type: str = ""
+
+
+@dataclass
+class Block:
+    proc: str
+    start_no: int
+    segments: list[Segment] = field(default_factory=list)
+    lines: list[Line] = field(default_factory=list)
+    methods: list[str] = field(default_factory=list)  # ray::X.<method>() names seen
+    state: str = "frames"  # frames | after_exc | chain
+    context: list[str] = field(default_factory=list)  # lines just before the block
+
+    @property
+    def current(self) -> Segment:
+        if not self.segments or self.segments[-1].exc_text:
+            self.segments.append(Segment())
+        return self.segments[-1]
+
+
+def is_exception_line(text: str) -> re.Match | None:
+    m = EXC_LINE.match(text)
+    if m and (":" in text[: m.end()] or m.end() == len(text)) and not text.startswith((" ", "\t")):
+        return m
+    return None
+
+
+class BlockAssembler:
+    """Tracks one open block per process. `feed` returns the blocks that closed."""
+
+    def __init__(self) -> None:
+        self.open: dict[str, Block] = {}
+
+    def feed(self, line: Line, matched: bool) -> tuple[list[Block], bool]:
+        """Feed a line; `matched` says a failure signature matched it. Returns the blocks
+        closed by this line and whether the line was consumed by a block."""
+        text = line.text
+        blk = self.open.get(line.proc)
+        if blk is None:
+            if TB_START.match(text) or FRAME.match(text):
+                blk = self.open[line.proc] = Block(line.proc, line.no)
+                self._add(blk, line)
+                return [], True
+            m = LOOSE_EXC.match(text)
+            if m:
+                blk = self.open[line.proc] = Block(line.proc, line.no)
+                self._exception(blk, line, m)
+                return [], True
+            return [], False
+        if len(blk.lines) >= MAX_BLOCK_LINES:
+            return [self.open.pop(line.proc)], False
+        if blk.state == "frames":
+            if text.startswith((" ", "\t")) or not text or TB_START.match(text):
+                self._add(blk, line)
+                return [], True
+            m = is_exception_line(text)
+            if m:
+                self._exception(blk, line, m)
+                return [], True
+            # A traceback cut short: keep what we have; this line is processed normally.
+            return [self.open.pop(line.proc)], False
+        # after_exc / chain: the message continues, a chained or Ray-nested traceback follows,
+        # or the block is over.
+        if CHAIN.match(text) or TB_START.match(text):
+            blk.state = "frames"
+            self._add(blk, line)
+            return [], True
+        if text.startswith((" ", "\t")) or FRAME.match(text):
+            if FRAME.match(text):
+                blk.state = "frames"
+            self._add(blk, line)
+            return [], True
+        m = is_exception_line(text)
+        if m or matched or RAY_METHOD.search(text):
+            if m and blk.state == "after_exc" and len(m.group("type")) > 2 and _looks_like_type(m.group("type")):
+                self._exception(blk, line, m)
+            else:
+                self._add(blk, line)
+            return [], True
+        return [self.open.pop(line.proc)], False
+
+    def _add(self, blk: Block, line: Line) -> None:
+        blk.lines.append(line)
+        f = FRAME.match(line.text)
+        if f:
+            blk.current.frames.append(f.group(3))
+        for meth in RAY_METHOD.findall(line.text):
+            blk.methods.append(meth)
+
+    def _exception(self, blk: Block, line: Line, m: re.Match) -> None:
+        self._add(blk, line)
+        seg = blk.current
+        seg.exc_no, seg.exc_text = line.no, line.text
+        seg.exc_type, seg.inner_type = m.group("type"), m.group("inner") or ""
+        blk.state = "after_exc"
+
+    def close_all(self) -> list[Block]:
+        out = list(self.open.values())
+        self.open.clear()
+        return out
+
+
+def _looks_like_type(name: str) -> bool:
+    """An exception class name, not a log word like `INFO` or `Solution`."""
+    return name[0].isupper() and not name.isupper() and name.endswith(
+        ("Error", "Exception", "Exit", "Interrupt", "Failure", "Fault", "Timeout", "Warning"))

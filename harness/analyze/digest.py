@@ -1,0 +1,85 @@
+"""The digest: what a model reads about a run. Bounded (tokens estimated as characters / 4),
+redacted, and built for training logs: chain status, the root cause with its traceback once,
+the lines just before it, hints, other distinct errors, warnings that matter, and the tail.
+"""
+
+from __future__ import annotations
+
+from ..chain import STAGES
+from ..redact import redact
+
+CHARS_PER_TOKEN = 4
+MAX_LINE = 400
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= MAX_LINE else line[: MAX_LINE - 20] + f" …[+{len(line) - MAX_LINE + 20} chars]"
+
+
+def _fit(lines: list[str], budget: int, keep_head: int = 6) -> list[str]:
+    """Lines that fit in `budget` characters; a cut keeps the head and the tail with a note."""
+    lines = [_clip(x) for x in lines]
+    if sum(len(x) + 1 for x in lines) <= budget:
+        return lines
+    head, tail, used = [], [], 60
+    for x in lines[:keep_head]:
+        if used + len(x) + 1 > budget // 2:
+            break
+        head.append(x)
+        used += len(x) + 1
+    for x in reversed(lines[len(head):]):
+        if used + len(x) + 1 > budget:
+            break
+        tail.insert(0, x)
+        used += len(x) + 1
+    cut = len(lines) - len(head) - len(tail)
+    return head + ([f"… [{cut} lines cut] …"] if cut else []) + tail
+
+
+def build_digest(verdict: dict, an, max_tokens: int = 4000) -> str:
+    budget = max_tokens * CHARS_PER_TOKEN
+    fail = verdict["failed_stage"]
+    marks = " ".join(f"{s['name']}:{s['status']}" for s in verdict["stages"])
+    sections: list[tuple[str, list[str], float]] = [
+        ("chain", [f"outcome={verdict['outcome']} last_stage_passed={verdict['last_stage_passed']} "
+                   f"failed_stage={fail}{' (' + STAGES[fail - 1] + ')' if fail else ''}", marks], 0.05)]
+    rc = verdict["root_cause"]
+    root = _root_finding(an, rc)
+    if rc:
+        seen = f" (seen {rc['count']}x)" if rc["count"] > 1 else ""
+        sections.append(("root cause", [f"line {rc['line_no']}: {rc['text']}",
+                                        f"category={rc['category']} class={rc['class']}{seen}"]
+                         + ([f"hint: {rc['hint']}"] if rc["hint"] else []), 0.1))
+        if root is not None and len(root.lines) > 1:
+            sections.append(("error block (once)", root.lines, 0.35))
+        if root is not None and root.context:
+            sections.append(("lines before the error", root.context, 0.1))
+    others = [f for f in verdict["findings"] if not rc or f["line_no"] != rc["line_no"]]
+    if others:
+        sections.append(("other errors", [f"line {f['line_no']} [{f['category']}/{f['role']}] x{f['count']}: "
+                                          f"{f['text']}" + (f"  hint: {f['hint']}" if f["hint"] else "")
+                                          for f in others], 0.1))
+    if verdict["warnings"]:
+        sections.append(("warnings", [f"line {w['line_no']} x{w['count']}: {w['text']}" for w in verdict["warnings"]],
+                         0.08))
+    m = verdict["metrics"]
+    if m["steps"]:
+        sections.append(("metrics", [f"steps={m['steps']} last: " + ", ".join(f"{k}={v}" for k, v in m["last"].items())],
+                         0.04))
+    sections.append(("tail", list(an.tail), 1.0))
+    out: list[str] = []
+    left = budget
+    for i, (title, lines, share) in enumerate(sections):
+        rest = len(sections) - i - 1
+        cap = left if rest == 0 else min(left - 200 * rest, max(int(budget * share), 300))
+        body = _fit([redact(x) for x in lines], max(cap - len(title) - 8, 80))
+        text = "\n".join([f"## {title}"] + body)
+        out.append(text)
+        left -= len(text) + 1
+    return "\n".join(out)[:budget]
+
+
+def _root_finding(an, rc):
+    if not rc:
+        return None
+    return next((f for f in an.findings.values() if f.line_no == rc["line_no"]), None)

@@ -1,0 +1,146 @@
+"""Findings: one per distinct error (the same traceback from 16 ranks is one finding with a
+count). Built from an error block, a single matching line, or an unhealthy metric line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..chain import STAGE_NO
+from ..playbook import MetricRule, Playbook, Signature
+from .blocks import FRAME, Block
+from .lines import Line, canonical
+
+ROLE_ORDER = {"cause": 0, "downstream": 1, "wrapper": 2}
+
+
+@dataclass
+class Finding:
+    key: str
+    line_no: int
+    text: str
+    category: str
+    cls: str = "code"
+    hint: str = ""
+    stage: int | None = None
+    role: str = "cause"
+    outcome: str = "crash"
+    signature: str | None = None
+    exception: str = ""
+    fix: dict | None = None
+    count: int = 1
+    procs: set[str] = field(default_factory=set)
+    lines: list[str] = field(default_factory=list)  # the error block as printed (for the digest)
+    context: list[str] = field(default_factory=list)  # lines just before it
+
+    def to_dict(self) -> dict:
+        return {"line_no": self.line_no, "text": self.text, "category": self.category, "class": self.cls,
+                "hint": self.hint, "count": self.count, "signature": self.signature, "exception": self.exception,
+                "role": self.role, "fix": self.fix}
+
+
+def _best(sigs: list[Signature]) -> Signature | None:
+    """The most telling signature: a cause before a downstream before a wrapper, then priority."""
+    return min(sigs, key=lambda s: (ROLE_ORDER[s.role], -s.priority), default=None)
+
+
+def _matches(pb: Playbook, text: str) -> list[Signature]:
+    return pb.signatures.matches(text)
+
+
+def _hint_stage(pb: Playbook, names: list[str]) -> int | None:
+    """Stage of the innermost name (last in the list) that a stage hint maps."""
+    for name in reversed(names):
+        for hint, rx in pb.stage_hints:
+            if rx.search(name):
+                return STAGE_NO[hint.stage]
+    return None
+
+
+def _make(line_no: int, text: str, sig: Signature | None, exc: str, procs: set[str], count: int) -> Finding:
+    category = sig.category if sig else fallback_category(exc, text)
+    if sig is not None and sig.role == "wrapper" and exc:  # a wrapper says little; what it wraps says more
+        inner = fallback_category(exc, "")
+        category = inner if inner != "other" else category
+    return Finding(
+        key=f"{category}|{canonical(text)}", line_no=line_no, text=text, category=category,
+        cls=sig.cls if sig else "code", hint=sig.hint if sig else "", role=sig.role if sig else "cause",
+        outcome=sig.outcome if sig else "crash", signature=sig.id if sig else None, exception=exc,
+        stage=STAGE_NO[sig.stage] if sig and sig.stage else None,
+        fix=sig.fix.model_dump(exclude_defaults=True) if sig and sig.fix else None, procs=procs, count=count)
+
+
+def finding_from_line(line: Line, sigs: list[Signature], pb: Playbook, context: list[str]) -> Finding:
+    f = _make(line.no, line.text, _best(sigs), "", {line.proc}, line.repeat)
+    f.lines, f.context = [line.text], context
+    return f
+
+
+def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
+    """The root of a block: its first exception that is not a wrapper or a consequence, and
+    within that exception's message the most specific line."""
+    per_line = [(ln, _matches(pb, ln.text)) for ln in blk.lines]
+    segs = [s for s in blk.segments if s.exc_text]
+    zones = []  # (segment, lines of its exception message)
+    for i, seg in enumerate(segs):
+        nxt = segs[i + 1].exc_no if i + 1 < len(segs) else None
+        zone = [(ln, sg) for ln, sg in per_line if ln.no >= seg.exc_no and (nxt is None or ln.no < nxt)
+                and not FRAME.match(ln.text) and not ln.text.startswith("    ")]
+        zones.append((seg, zone))
+    if not zones:
+        sig_lines = [(ln, sg) for ln, sg in per_line if sg]
+        if not sig_lines:
+            return None
+        zones = [(None, sig_lines)]
+
+    def zone_rank(item):
+        _seg, zone = item
+        best = _best([s for _, sg in zone for s in sg])
+        return ROLE_ORDER[best.role] if best else 0
+
+    seg, zone = min(zones, key=zone_rank)  # min keeps the earliest among equals
+    sig_lines = [(ln, _best(sg)) for ln, sg in zone if sg]
+    top = min(sig_lines, key=lambda x: (ROLE_ORDER[x[1].role], -x[1].priority), default=None)
+    if top is not None and (top[1].priority > 0 or seg is None or top[1].role != "wrapper"):
+        line, sig = top
+    else:
+        line, sig = zone[0][0], _best(zone[0][1])
+        if sig is None:  # the exception line itself matched nothing: any cause signature of the zone
+            sig = _best([s for _, s in sig_lines if s.role == "cause"] or [])
+    exc = (seg.inner_type or seg.exc_type) if seg else ""
+    f = _make(line.no, line.text, sig, exc, {blk.proc}, max((ln.repeat for ln in blk.lines), default=1))
+    if f.stage is None:
+        own = seg.frames if seg else []
+        f.stage = _hint_stage(pb, own) or _hint_stage(pb, blk.methods) or _hint_stage(
+            pb, [fr for s in blk.segments for fr in s.frames])
+    f.lines, f.context = [ln.text for ln in blk.lines], blk.context
+    return f
+
+
+def metric_finding(line: Line, rule: MetricRule, context: list[str]) -> Finding:
+    f = Finding(key=f"metric|{rule.id}", line_no=line.no, text=line.text, category=rule.category,
+                hint=rule.hint, stage=STAGE_NO[rule.stage], outcome="wrong_result", signature=rule.id,
+                procs={line.proc}, lines=[line.text], context=context)
+    return f
+
+
+_FALLBACK = [
+    (re.compile(r"ModuleNotFoundError|ImportError|undefined symbol|has no attribute '\w+'.*module|"
+                r"module '[\w.]+' has no attribute|version", re.I), "version_incompat"),
+    (re.compile(r"OutOfMemory|out of memory|\bOOM\b", re.I), "oom"),
+    (re.compile(r"Timeout|timed out|TimeoutError", re.I), "timeout"),
+    (re.compile(r"ConnectionError|ConnectionRefused|Name or service not known|name resolution|proxy", re.I),
+     "network_proxy"),
+    (re.compile(r"JSONDecodeError|UnicodeDecodeError|ParserError"), "data_format"),
+    (re.compile(r"^(?:ValueError|KeyError|AssertionError|TypeError|AttributeError|NotImplementedError|"
+                r"\w*Config\w*Error|IndexError|FileNotFoundError)$"), "config_mismatch"),
+]
+
+
+def fallback_category(exc: str, text: str) -> str:
+    """A reasoned category when no signature matched: from the exception type and message."""
+    for rx, cat in _FALLBACK[:-1]:
+        if rx.search(exc) or rx.search(text):
+            return cat
+    return "config_mismatch" if _FALLBACK[-1][0].search(exc) else "other"

@@ -1,0 +1,91 @@
+"""Turn raw log bytes into clean lines: decode any bytes, drop NULs and ANSI colour, keep the
+last frame of `\\r`-redrawn progress bars, peel prefixes (Ray actor/pid/ip, `[rankN]:`,
+logger heads) into fields, and count Ray's `[repeated Nx across cluster]`.
+
+Pure functions; no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# CSI sequences (colours, cursor moves), OSC sequences, and lone charset selectors.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]|\x1b[=>]")
+_REPEAT = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
+MAX_LINE = 64 * 1024  # characters kept of one line; the rest is cut (a 50 MB line stays bounded)
+
+
+@dataclass(slots=True)
+class Line:
+    """One cleaned log line. `text` is what patterns match; `proc` names the process it came
+    from (Ray pid/ip, torch rank, or '' when the log does not say)."""
+
+    no: int
+    text: str
+    proc: str = ""
+    actor: str = ""
+    rank: str = ""
+    repeat: int = 1
+    prefix: str = ""
+
+
+def decode(data: bytes) -> str:
+    return data.decode("utf-8", "replace").replace("\x00", "")
+
+
+def clean(text: str) -> str:
+    """Strip colour and keep what a terminal would show of a `\\r`-redrawn line."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        parts = [p for p in text.split("\r") if p.strip()]
+        text = parts[-1] if parts else ""
+    if len(text) > MAX_LINE:
+        text = text[:MAX_LINE] + f" …[{len(text) - MAX_LINE} chars cut]"
+    return text.rstrip()
+
+
+def peel(text: str, prefixes: list[re.Pattern]) -> tuple[str, dict[str, str], str]:
+    """Remove known prefixes from the left, repeatedly (Ray prefixes nest).
+
+    Returns the body, the fields named by the prefixes' groups (inner prefixes win) and the
+    peeled prefix text."""
+    fields: dict[str, str] = {}
+    body = text
+    for _ in range(12):
+        for rx in prefixes:
+            m = rx.match(body)  # patterns anchor with ^, so match on the rest, not at an offset
+            if m and m.end():
+                fields.update({k: v for k, v in m.groupdict().items() if v})
+                body = body[m.end():]
+                break
+        else:
+            break
+    return body, fields, text[: len(text) - len(body)]
+
+
+def make_line(no: int, raw: str, prefixes: list[re.Pattern]) -> Line:
+    text = clean(raw)
+    repeat = 1
+    if "[repeated" in text:
+        m = _REPEAT.search(text)
+        if m:
+            repeat, text = int(m.group(1)), text[: m.start()]
+    body, f, prefix = peel(text, prefixes)
+    rank = f.get("rank", "")
+    if f.get("pid"):
+        proc = f"{f.get('ip', '')}:{f['pid']}"
+    elif rank:
+        proc = f"rank{rank}"
+    else:
+        proc = f.get("actor", "")
+    return Line(no, body, proc, f.get("actor", ""), rank, repeat, prefix)
+
+
+def canonical(text: str) -> str:
+    """The shape of a line with its numbers and hex ids removed: equal across ranks and pids."""
+    return _NUMS.sub("#", text).strip()
+
+
+_NUMS = re.compile(r"0x[0-9a-fA-F]+|[0-9a-f]{16,}|\d+(?:\.\d+)?")

@@ -1,0 +1,108 @@
+"""The `harness` command line. Each command turns flags into a call; nothing else."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+
+from .errors import HarnessError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Unattended training-debug harness.")
+playbook_app = typer.Typer(no_args_is_help=True, help="Show and check playbooks.")
+app.add_typer(playbook_app, name="playbook")
+
+
+def _jsonable(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_jsonable(v) for v in x]
+    return x
+
+
+@app.command()
+def analyze(
+    logs: List[Path] = typer.Argument(..., help="Log files to analyse."),
+    playbook: Optional[str] = typer.Option(None, "--playbook", "-p", help="Shipped playbook NAME or a YAML FILE; "
+                                           "default: detected from the log, else the union of all."),
+    as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON (an array for several logs)."),
+    digest: bool = typer.Option(False, "--digest", help="Include the digest a model would read."),
+    max_tokens: int = typer.Option(4000, "--max-tokens", min=200, help="Digest size bound (tokens ≈ chars/4)."),
+) -> None:
+    """Say how far an RL run's chain got, what broke, why, and what usually fixes it."""
+    from .analyze import analyze_file, build_digest, check_log_path
+    from .playbook import load_playbook
+    from .redact import redact
+
+    for p in logs:
+        check_log_path(p)
+    pb = load_playbook(playbook) if playbook else None
+    now = time.time()
+    out, console = [], Console()
+    for p in logs:
+        verdict, an, pb_name = analyze_file(p, pb, now=now)
+        for st in verdict["stages"]:
+            st["evidence"] = redact(st["evidence"]) if st["evidence"] else None
+        if verdict["root_cause"]:
+            verdict["root_cause"]["text"] = redact(verdict["root_cause"]["text"])
+        verdict = {"file": str(p), "playbook": pb_name} | verdict
+        if digest:
+            verdict["digest"] = build_digest(verdict, an, max_tokens)
+        if as_json:
+            out.append(_jsonable(verdict))
+        else:
+            from .ui import show_verdict
+
+            show_verdict(console, str(p), verdict, pb_name, verdict.get("digest"))
+    if as_json:
+        sys.stdout.write(json.dumps(out[0] if len(out) == 1 else out, indent=2, ensure_ascii=False) + "\n")
+
+
+@playbook_app.command("show")
+def playbook_show(name: str = typer.Argument(..., help="Shipped playbook name or a YAML file.")) -> None:
+    """Print the merged playbook (its `extends:` resolved)."""
+    from .playbook import load_merged, to_yaml
+
+    sys.stdout.write(to_yaml(load_merged(name)))
+
+
+@playbook_app.command("check")
+def playbook_check(file: Path = typer.Argument(..., help="A playbook YAML file.")) -> None:
+    """Validate a playbook file (and its `extends:`)."""
+    from .playbook import load_merged
+
+    pb = load_merged(str(file))
+    n_markers = sum(len(s.markers) for s in pb.stages.values())
+    guesses = sum(p.guess for s in pb.stages.values() for p in s.markers) + sum(s.guess for s in pb.signatures)
+    typer.echo(f"{file}: ok — {n_markers} markers, {len(pb.signatures)} signatures ({guesses} guesses), "
+               f"{len(pb.noise)} noise, {len(pb.prefixes)} prefixes")
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except HarnessError as e:
+        sys.stderr.write(f"error: {e}\n")
+        raise SystemExit(2)
+    except typer.Abort:
+        raise SystemExit(130)
+    except Exception as e:  # click usage errors and the like
+        import click
+
+        if isinstance(e, click.ClickException):
+            e.show()
+            raise SystemExit(2)
+        raise
+
+
+if __name__ == "__main__":
+    main()

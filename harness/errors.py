@@ -1,0 +1,26 @@
+"""The exception tree. Every error the operator must act on is a `HarnessError` whose
+message is one line saying what is wrong and what to do; the CLI prints it and exits 2.
+
+    HarnessError
+    ├── BadInput          a log path, option or value the user gave is unusable
+    └── PlaybookError     a playbook file is invalid (names the file, the line and the field)
+"""
+
+from __future__ import annotations
+
+
+class HarnessError(Exception):
+    """Base of every error the harness reports to its user."""
+
+
+class BadInput(HarnessError):
+    """A path, option or value given by the user cannot be used."""
+
+
+class PlaybookError(HarnessError):
+    """A playbook is invalid; the message names the file, the line and the field."""
+
+    def __init__(self, file: str, line: int | None, field: str, message: str):
+        self.file, self.line, self.field = file, line, field
+        where = f"{file}:{line}" if line else file
+        super().__init__(f"{where}: {field}: {message}" if field else f"{where}: {message}")

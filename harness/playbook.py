@@ -1,0 +1,303 @@
+"""Playbooks: YAML knowledge of a training stack (stage markers, failure signatures, noise,
+line prefixes, metrics), composed with `extends:` and compiled for the analyzer.
+
+A playbook file is validated with pydantic; an error names the file, the line and the field,
+and an invalid regex names itself. `load_playbook(None)` is the union of the shipped ones.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .patterns import Matcher
+from .chain import CATEGORIES, STAGES
+from .errors import PlaybookError
+
+Stage = Literal[STAGES]  # type: ignore[valid-type]
+Category = Literal[CATEGORIES]  # type: ignore[valid-type]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Pattern(_Model):
+    """A regex with its provenance. `evidence` says where the text is printed or seen;
+    `guess: true` marks a pattern that no evidence backs yet."""
+
+    id: str
+    regex: str
+    evidence: str = ""
+    guess: bool = False
+    note: str = ""
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as e:
+            raise ValueError(f"invalid regex {v!r}: {e}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _backed(self) -> "Pattern":
+        if not self.evidence and not self.guess:
+            raise ValueError(f"pattern {self.id!r} needs `evidence:` or `guess: true`")
+        return self
+
+
+class Fix(_Model):
+    """A deterministic fix the controller may apply without a model call."""
+
+    kind: Literal["set_env", "unset_env", "replace", "set_yaml", "cleanup_retry"]
+    name: str | None = None
+    value: str | None = None
+    names: list[str] = []
+    file: str | None = None
+    old: str | None = None
+    new: str | None = None
+    key: str | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> "Fix":
+        need = {"set_env": ("name", "value"), "unset_env": ("names",), "replace": ("file", "old", "new"),
+                "set_yaml": ("file", "key", "value"), "cleanup_retry": ()}[self.kind]
+        missing = [n for n in need if not getattr(self, n)]
+        if missing:
+            raise ValueError(f"fix of kind {self.kind} needs {', '.join(missing)}")
+        return self
+
+
+class Signature(Pattern):
+    """A failure signature. `role`: cause (can be a root cause), wrapper (re-raises another
+    error, e.g. RayTaskError), downstream (a consequence, e.g. a watchdog timeout on a peer).
+    `priority` ranks lines of one error block: the most specific line becomes the root-cause text."""
+
+    category: Category
+    cls: Literal["infra", "code"] = Field("code", alias="class")
+    hint: str = ""
+    stage: Stage | None = None
+    role: Literal["cause", "wrapper", "downstream"] = "cause"
+    priority: int = 0
+    outcome: Literal["crash", "hang", "wrong_result"] = "crash"
+    fix: Fix | None = None
+
+
+class StageHint(Pattern):
+    """Maps a traceback frame (`in <func>`) or a Ray method (`ray::Actor.<method>()`) to a stage."""
+
+    stage: Stage
+
+
+class MetricRule(_Model):
+    """A metric value that makes an update unhealthy or a result wrong."""
+
+    id: str
+    metric: str
+    when: Literal["nonfinite", "zero"]
+    category: Category
+    stage: Stage
+    hint: str = ""
+    evidence: str = ""
+
+
+class StageSpec(_Model):
+    timeout: float | None = Field(None, gt=0, description="seconds of silence before the run is a hang")
+    markers: list[Pattern] = []
+
+
+class PlaybookFile(_Model):
+    name: str
+    description: str = ""
+    extends: list[str] = []
+    detect: list[Pattern] = []
+    prefixes: list[Pattern] = []
+    stages: dict[Stage, StageSpec] = {}
+    signatures: list[Signature] = []
+    noise: list[Pattern] = []
+    stage_hints: list[StageHint] = []
+    metric_lines: list[Pattern] = []
+    metrics: dict[str, list[str]] = {}
+    metric_rules: list[MetricRule] = []
+
+
+# ---------------------------------------------------------------- loading
+
+def shipped_dir() -> Path:
+    return Path(str(resources.files("harness.playbooks")))
+
+
+def shipped_names() -> list[str]:
+    return sorted(p.stem for p in shipped_dir().glob("*.yaml"))
+
+
+def _node_line(node: yaml.Node | None, loc: tuple) -> int | None:
+    """Line (1-based) of the YAML node at a pydantic error location, as deep as it resolves."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for key in loc:
+        if isinstance(node, yaml.MappingNode):
+            nxt = next((v for k, v in node.value if k.value == key), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            nxt = node.value[key]
+        else:
+            nxt = None
+        if nxt is None:
+            break
+        node, line = nxt, nxt.start_mark.line + 1
+    return line
+
+
+def read_file(path: Path) -> PlaybookFile:
+    """Parse and validate one playbook file (no `extends:` resolution)."""
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise PlaybookError(name, None, "", f"cannot read: {e}") from None
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise PlaybookError(name, mark.line + 1 if mark else None, "", f"not valid YAML: {getattr(e, 'problem', e)}") from None
+    if not isinstance(data, dict):
+        raise PlaybookError(name, 1, "", "a playbook is a YAML mapping (name:, stages:, signatures:, …)")
+    try:
+        pb = PlaybookFile.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = tuple(x for x in err["loc"] if x not in ("function-after[_backed(), Pattern]",))
+        loc = tuple(x for x in loc if not (isinstance(x, str) and x.startswith(("function-", "literal["))))
+        field_name = ".".join(str(x) for x in loc) or "(top)"
+        msg = err["msg"].removeprefix("Value error, ")
+        raise PlaybookError(name, _node_line(node, loc), field_name, msg) from None
+    if pb.name != path.stem:
+        raise PlaybookError(name, _node_line(node, ("name",)), "name", f"must equal the file name {path.stem!r}")
+    return pb
+
+
+def _resolve(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or "/" in name_or_path:
+        if not p.is_file():
+            raise PlaybookError(name_or_path, None, "", "no such playbook file")
+        return p
+    p = shipped_dir() / f"{name_or_path}.yaml"
+    if not p.is_file():
+        raise PlaybookError(name_or_path, None, "", f"no such playbook; shipped: {', '.join(shipped_names())}")
+    return p
+
+
+def _lineage(path: Path, seen: tuple[str, ...] = ()) -> list[PlaybookFile]:
+    """The playbook and its ancestors, ancestors first, each once."""
+    pb = read_file(path)
+    if pb.name in seen:
+        raise PlaybookError(str(path), None, "extends", f"cycle: {' -> '.join(seen + (pb.name,))}")
+    out: list[PlaybookFile] = []
+    for parent in pb.extends:
+        parent_path = path.parent / f"{parent}.yaml"
+        if not parent_path.is_file():
+            parent_path = _resolve(parent)
+        out += [p for p in _lineage(parent_path, seen + (pb.name,)) if p.name not in {q.name for q in out}]
+    return out + [pb]
+
+
+def _merge_list(items: list) -> list:
+    """Later entries with the same id replace earlier ones, keeping the first position."""
+    by_id: dict[str, object] = {}
+    for it in items:
+        by_id[it.id] = it
+    return list(by_id.values())
+
+
+def merge(files: list[PlaybookFile], name: str) -> PlaybookFile:
+    stages: dict[str, StageSpec] = {}
+    metrics: dict[str, list[str]] = {}
+    for f in files:
+        for st, spec in f.stages.items():
+            old = stages.get(st, StageSpec())
+            stages[st] = StageSpec(timeout=spec.timeout or old.timeout,
+                                   markers=_merge_list(old.markers + spec.markers))
+        for k, keys in f.metrics.items():
+            metrics[k] = list(dict.fromkeys(metrics.get(k, []) + keys))
+    cat = lambda attr: _merge_list([x for f in files for x in getattr(f, attr)])  # noqa: E731
+    return PlaybookFile(
+        name=name, description=files[-1].description if files else "",
+        extends=[f.name for f in files[:-1]], detect=files[-1].detect if files else [],
+        prefixes=cat("prefixes"), stages={s: stages[s] for s in STAGES if s in stages},
+        signatures=cat("signatures"), noise=cat("noise"), stage_hints=cat("stage_hints"),
+        metric_lines=cat("metric_lines"), metrics=metrics, metric_rules=cat("metric_rules"))
+
+
+def load_merged(name_or_path: str | None) -> PlaybookFile:
+    """The merged playbook for a shipped name or a file; None = union of all shipped ones."""
+    if name_or_path is None:
+        files: list[PlaybookFile] = []
+        for n in shipped_names():
+            files += [p for p in _lineage(shipped_dir() / f"{n}.yaml") if p.name not in {q.name for q in files}]
+        return merge(files, "union")
+    files = _lineage(_resolve(name_or_path))
+    return merge(files, files[-1].name)
+
+
+# ---------------------------------------------------------------- compiled form
+
+
+@dataclass(eq=False)
+class Playbook:
+    """A merged playbook compiled for the analyzer: matchers test each pattern's required
+    literals before its regex, so hundreds of patterns stay cheap per line."""
+
+    source: PlaybookFile
+    prefixes: list[re.Pattern]
+    markers: Matcher  # objects: (stage no, Pattern)
+    signatures: Matcher  # objects: Signature
+    noise: Matcher
+    stage_hints: list[tuple[StageHint, re.Pattern]]
+    metric_lines: Matcher
+    metric_keys: dict[str, re.Pattern] = field(default_factory=dict)
+    timeouts: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.source.name
+
+    def patterns(self) -> list[str]:
+        """Every regex the analyzer matches lines against (used by the grep benchmark)."""
+        s = self.source
+        pats = [p.regex for p in s.prefixes + s.noise + s.metric_lines]
+        pats += [m.regex for spec in s.stages.values() for m in spec.markers]
+        pats += [x.regex for x in s.signatures + s.stage_hints]
+        return pats
+
+
+def compile_playbook(pb: PlaybookFile) -> Playbook:
+    stage_no = {s: i + 1 for i, s in enumerate(STAGES)}
+    return Playbook(
+        source=pb,
+        prefixes=[re.compile(p.regex) for p in pb.prefixes],
+        markers=Matcher([((stage_no[s], m), m.regex) for s, spec in pb.stages.items() for m in spec.markers]),
+        signatures=Matcher([(sig, sig.regex) for sig in pb.signatures]),
+        noise=Matcher([(n, n.regex) for n in pb.noise]),
+        stage_hints=[(h, re.compile(h.regex)) for h in pb.stage_hints],
+        metric_lines=Matcher([(m, m.regex) for m in pb.metric_lines]),
+        metric_keys={k: re.compile("|".join(f"(?:{x})" for x in keys)) for k, keys in pb.metrics.items() if keys},
+        timeouts={stage_no[s]: spec.timeout for s, spec in pb.stages.items() if spec.timeout},
+    )
+
+
+def load_playbook(name_or_path: str | None) -> Playbook:
+    return compile_playbook(load_merged(name_or_path))
+
+
+def to_yaml(pb: PlaybookFile) -> str:
+    data = pb.model_dump(by_alias=True, exclude_defaults=True)
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)

@@ -1,0 +1,25 @@
+"""Secrets out of any text before it reaches a model, a report or a fixture."""
+
+from __future__ import annotations
+
+import re
+
+_RULES: list[tuple[re.Pattern, str]] = [
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.S),
+     "<private-key>"),
+    (re.compile(r"(?i)(authorization\s*[:=]\s*)(?:(bearer|basic|token)\s+)?[^\s'\",]+"),
+     lambda m: f"{m.group(1)}{m.group(2) + ' ' if m.group(2) else ''}<redacted>"),
+    (re.compile(r"(?i)\b([\w.-]*(?:api[_-]?key|access[_-]?key|secret|token|password|passwd|pwd)[\w.-]*)"
+                r"(['\"]?\s*[:=]\s*['\"]?)(?!<redacted>)([^\s'\",;&]{4,})"), r"\1\2<redacted>"),
+    (re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}"), "<redacted-key>"),
+    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,}|"
+                r"xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})\b"), "<redacted-token>"),
+    (re.compile(r"\beyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]{8,}"), "<redacted-jwt>"),
+    (re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^\s/:@]+:[^\s/@]+@"), r"\1<redacted>@"),  # user:pass@ in URLs
+]
+
+
+def redact(text: str) -> str:
+    for rx, repl in _RULES:
+        text = rx.sub(repl, text)
+    return text

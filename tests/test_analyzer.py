@@ -1,0 +1,170 @@
+"""The analyzer's mechanics on small real-shaped logs, with a playbook written for the test."""
+
+import pytest
+
+from harness.analyze import Analyzer
+from harness.playbook import load_playbook
+
+PLAYBOOK = r"""
+name: t
+prefixes:
+  - {id: ray, regex: '^\((?P<actor>[A-Za-z_][\w.<>:-]*)?,? ?(?:pid=(?P<pid>\d+))?(?:, ip=(?P<ip>[\d.]+))?\) ?', evidence: t}
+  - {id: rank, regex: '^\[rank(?P<rank>\d+)\]:(?:\[[EWI]\d{3,4} [^\]]+\] )? ?', evidence: t}
+stages:
+  engine_start: {timeout: 600, markers: [{id: e, regex: 'init engine \(profile, create kv cache, warmup model\) took', evidence: t}]}
+  completion: {timeout: 300, markers: [{id: c, regex: '^validation generation end$', evidence: t}]}
+  actor_update: {markers: [{id: s, regex: '^step:\d+ - ', evidence: t}]}
+signatures:
+  - {id: oom, regex: 'CUDA out of memory', category: oom, evidence: t}
+  - {id: raytask, regex: 'ray\.exceptions\.RayTaskError', category: other, role: wrapper, evidence: t}
+  - {id: watchdog, regex: 'Watchdog caught collective operation timeout', category: distributed_comm_hang, role: downstream, outcome: hang, evidence: t}
+  - {id: hccp, regex: 'EJ0001: .*Failed to initialize the HCCP process', category: device_runtime_error, class: infra, priority: 20, evidence: t, fix: {kind: cleanup_retry}}
+  - {id: npu_hdr, regex: '\[ERROR\] [\d:-]+ \(PID:\d+, Device:\d+, RankID:\d+\) ERR\d{5}', category: device_runtime_error, role: wrapper, evidence: t}
+stage_hints:
+  - {id: gen, regex: '^(?:generate_sequences|actor_rollout_generate_sequences)$', stage: trajectory, evidence: t}
+  - {id: logp, regex: '^compute_log_prob$', stage: training_data, evidence: t}
+  - {id: init, regex: 'init_model$', stage: engine_start, evidence: t}
+metric_lines:
+  - {id: step, regex: '^step:\d+ - ', evidence: t}
+metrics:
+  loss: ['actor/pg_loss']
+  grad_norm: ['actor/grad_norm']
+metric_rules:
+  - {id: grad_nan, metric: grad_norm, when: nonfinite, category: precision_dtype, stage: actor_update}
+"""
+
+ENGINE = "(WorkerDict pid=7) INFO 06-04 22:25:57 [core.py:210] init engine (profile, create kv cache, warmup model) took 12.3 seconds\n"
+
+
+@pytest.fixture(scope="module")
+def pb(tmp_path_factory):
+    p = tmp_path_factory.mktemp("pb") / "t.yaml"
+    p.write_text(PLAYBOOK)
+    return load_playbook(str(p))
+
+
+def run(pb, text, *, chunk=None, ts=None, now=None):
+    a = Analyzer(pb)
+    data = text.encode() if isinstance(text, str) else text
+    step = chunk or len(data) or 1
+    for i in range(0, len(data), step):
+        a.feed(data[i:i + step], ts=ts)
+    a.finish()
+    return a.verdict(now=now), a
+
+
+def traceback(prefix, exc, funcs=("main", "compute_log_prob")):
+    frames = "".join(f'{prefix}  File "/x/{f}.py", line {i}, in {f}\n{prefix}    {f}()\n' for i, f in enumerate(funcs))
+    return f"{prefix}Traceback (most recent call last):\n{frames}{prefix}{exc}\n"
+
+
+def interleave(*blocks):
+    lines = [b.splitlines(keepends=True) for b in blocks]
+    out = []
+    for i in range(max(map(len, lines))):
+        out += [ls[i] for ls in lines if i < len(ls)]
+    return "".join(out)
+
+
+def test_interleaved_tracebacks_from_16_ranks_are_one_finding_with_count(pb):
+    tbs = [traceback(f"(WorkerDict pid={100 + r}) ", f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {r}.00 GiB.")
+           for r in range(16)]
+    v, _ = run(pb, ENGINE + interleave(*tbs))
+    assert v["outcome"] == "crash"
+    rc = v["root_cause"]
+    assert rc["category"] == "oom" and rc["count"] == 16
+    assert rc["text"].startswith("torch.OutOfMemoryError")
+    assert v["failed_stage"] == 6 and v["last_stage_passed"] == 1  # compute_log_prob → training_data
+    assert len(v["findings"]) == 1
+
+
+def test_wrapper_is_not_the_root_cause_inner_exception_is(pb):
+    log = ENGINE + (
+        '(TaskRunner pid=1) Traceback (most recent call last):\n'
+        '(TaskRunner pid=1)   File "main.py", line 3, in fit\n'
+        '(TaskRunner pid=1) ray.exceptions.RayTaskError(ValueError): ray::WorkerDict.actor_rollout_generate_sequences() (pid=5, ip=1.2.3.4)\n'
+        '(TaskRunner pid=1)   File "worker.py", line 9, in generate_sequences\n'
+        '(TaskRunner pid=1)     raise ValueError("bad prompt")\n'
+        '(TaskRunner pid=1) ValueError: bad prompt\n')
+    v, _ = run(pb, log)
+    assert v["root_cause"]["text"] == "ValueError: bad prompt"
+    assert v["root_cause"]["category"] == "config_mismatch"  # fallback from the exception type
+    assert v["failed_stage"] == 4
+
+
+def test_only_a_wrapper_is_chosen_when_nothing_else_is_there(pb):
+    v, _ = run(pb, "ray.exceptions.RayTaskError(TimeoutError): ray::RolloutManager.generate() (pid=1)\n")
+    assert v["root_cause"]["text"].startswith("ray.exceptions.RayTaskError(TimeoutError)")
+    assert v["root_cause"]["category"] == "timeout"
+
+
+def test_downstream_watchdog_on_peer_loses_to_the_earlier_real_error(pb):
+    log = ENGINE + "[rank1]:[E317 03:27:31.594 pg.cpp:616] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1)\n" \
+        + traceback("[rank0]: ", "RuntimeError: CUDA out of memory. Tried to allocate 2 GiB")
+    v, _ = run(pb, log)
+    assert v["root_cause"]["category"] == "oom"
+    assert v["outcome"] == "crash"
+    only_watchdog, _ = run(pb, ENGINE + "[rank1]:[E317 03:27:31.594 pg.cpp:616] [Rank 1] Watchdog caught collective operation timeout: x\n")
+    assert only_watchdog["outcome"] == "hang"
+
+
+def test_most_specific_line_of_an_error_block_is_the_root_text(pb):
+    log = ('(TaskRunner pid=4) RuntimeError: create_config:x.ts:102 HCCL function error: hcclCommInitRootInfoConfig(), error code is 7\n'
+           '(TaskRunner pid=4) [ERROR] 2025-04-24-16:14:56 (PID:468348, Device:0, RankID:2) ERR02200 DIST call hccl api failed.\n'
+           '(TaskRunner pid=4) EJ0001: [PID: 468348] 2025-04-24 Failed to initialize the HCCP process. Reason: Maybe the last training process is running.\n'
+           '(TaskRunner pid=4)         Solution: Wait for 10s after killing the last training process and try again.\n')
+    v, _ = run(pb, log)
+    rc = v["root_cause"]
+    assert rc["text"].startswith("EJ0001") and rc["class"] == "infra" and rc["fix"] == {"kind": "cleanup_retry"}
+    assert v["failed_stage"] == 1 and v["last_stage_passed"] == 0
+
+
+def test_nan_grad_norm_after_update_is_wrong_result(pb):
+    log = ENGINE + "validation generation end\nstep:1 - actor/pg_loss:0.1 - actor/grad_norm:nan - x:1\n"
+    v, _ = run(pb, log)
+    assert v["outcome"] == "wrong_result" and v["failed_stage"] == 7 and v["last_stage_passed"] == 7
+    assert v["metrics"]["last"]["loss"] == 0.1
+
+
+def test_healthy_update_passes_and_implies_earlier_stages(pb):
+    v, _ = run(pb, ENGINE + "step:1 - actor/pg_loss:0.1 - actor/grad_norm:0.5\n")
+    assert v["outcome"] == "pass" and v["root_cause"] is None
+    st = {s["name"]: s["status"] for s in v["stages"]}
+    assert st["engine_start"] == "passed" and st["reward"] == "implied" and st["actor_update"] == "passed"
+
+
+def test_silent_log_is_hang_when_time_is_known_else_running(pb):
+    assert run(pb, ENGINE)[0]["outcome"] == "running"
+    assert run(pb, ENGINE, ts=1000.0, now=1100.0)[0]["outcome"] == "running"
+    v, _ = run(pb, ENGINE, ts=1000.0, now=1000.0 + 301)  # completion's timeout is 300 s
+    assert v["outcome"] == "hang" and v["failed_stage"] == 2 and v["last_stage_passed"] == 1
+    assert run(pb, "")[0]["outcome"] == "unknown"
+
+
+def test_verdict_does_not_depend_on_chunking(pb):
+    log = ENGINE + interleave(traceback("(A pid=1) ", "KeyError: 'x'"), traceback("(B pid=2) ", "KeyError: 'x'")) \
+        + "step:1 - actor/pg_loss:0.2 - actor/grad_norm:1.0\n" + "noise line\n" * 50
+    whole, _ = run(pb, log)
+    for chunk in (1, 7, 64):
+        assert run(pb, log, chunk=chunk)[0] == whole
+
+
+def test_error_before_a_later_healthy_update_was_survived(pb):
+    log = ENGINE + traceback("(A pid=1) ", "KeyError: 'x'") + "step:1 - actor/pg_loss:0.2 - actor/grad_norm:1.0\n"
+    v, _ = run(pb, log)
+    assert v["outcome"] == "pass"
+    assert v["findings"] and v["findings"][0]["text"] == "KeyError: 'x'"
+
+
+def test_log_starting_mid_traceback_and_without_final_newline(pb):
+    log = '  File "/verl/dp_actor.py", line 332, in compute_log_prob\n    x = f()\ntorch.OutOfMemoryError: CUDA out of memory. Tried'
+    v, _ = run(pb, log)
+    assert v["root_cause"]["category"] == "oom" and v["failed_stage"] == 6
+
+
+def test_events_are_emitted_incrementally(pb):
+    a = Analyzer(pb)
+    ev = a.feed(ENGINE.encode())
+    assert [(e.kind, e.stage) for e in ev] == [("stage", 1)]
+    assert a.feed(b"step:1 - actor/pg_loss:0.1 - actor/grad_norm:0.3\n")[0].kind in ("stage", "metric")
+    assert a.verdict()["outcome"] == "pass"

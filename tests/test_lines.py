@@ -1,0 +1,51 @@
+import re
+
+from harness.analyze.lines import canonical, clean, decode, make_line, peel
+
+RAY = re.compile(r"^\((?P<actor>[A-Za-z_][\w.<>:-]*)?,? ?(?:pid=(?P<pid>\d+))?(?:, ip=(?P<ip>[\d.]+))?\) ?")
+RANK = re.compile(r"^\[rank(?P<rank>\d+)\]:(?:\[[EWI]\d{3,4} [^\]]+\] )? ?")
+PREFIXES = [RAY, RANK]
+
+
+def test_decode_survives_invalid_utf8_and_nul():
+    assert decode(b"ok\xff\xfe\x00 end") == "ok\ufffd\ufffd end"
+
+
+def test_clean_strips_ansi_and_keeps_last_redraw():
+    raw = "\x1b[36m(WorkerDict pid=1)\x1b[0m  10%|#  | 1/10\r 50%|##  | 5/10\r100%|###| 10/10\r"
+    assert clean(raw) == "(WorkerDict pid=1)  10%|#  | 1/10" or clean(raw) == "100%|###| 10/10"
+    assert clean("a\rb\rfinal") == "final"
+    assert "\x1b" not in clean("\x1b[1;32mgreen\x1b[0m")
+
+
+def test_nested_ray_prefixes_inner_process_wins():
+    line = make_line(3, "(vLLMHttpServer pid=1) (Worker_TP1 pid=2) ERROR boom", PREFIXES)
+    assert line.text == "ERROR boom"
+    assert line.actor == "Worker_TP1"
+    assert line.proc == ":2"
+    assert line.prefix == "(vLLMHttpServer pid=1) (Worker_TP1 pid=2) "
+
+
+def test_rank_prefix_with_glog_head_and_ip():
+    line = make_line(1, "(ActorX pid=9, ip=10.0.0.2) [rank1]:[E324 13:00:25.428029551 pg.cpp:574] Watchdog", PREFIXES)
+    assert line.text == "Watchdog"
+    assert line.rank == "1" and line.proc == "10.0.0.2:9"
+
+
+def test_peel_keeps_indentation_of_traceback_frames():
+    body, fields, _ = peel('[rank0]:   File "x.py", line 1, in f', PREFIXES)
+    assert body == '  File "x.py", line 1, in f'
+    assert fields == {"rank": "0"}
+
+
+def test_repeated_suffix_counted():
+    line = make_line(1, "(WorkerDict pid=5) boom [repeated 15x across cluster]", PREFIXES)
+    assert line.repeat == 15 and line.text == "boom"
+
+
+def test_huge_line_is_bounded():
+    assert len(clean("x" * 10_000_000)) < 70_000
+
+
+def test_canonical_ignores_numbers_and_ids():
+    assert canonical("rank 3 pid=123 at 0xdeadbeef took 1.5s") == canonical("rank 12 pid=9 at 0x1 took 2s")
