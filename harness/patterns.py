@@ -1,4 +1,4 @@
-"""Required literals of regexes, and `Matcher`: many patterns tested against one line, each
+"""Required literals of regexes, and `Matchers`: many patterns tested against one line, each
 regex run only when one of its required literals is in the line (a C-speed substring test).
 """
 
@@ -51,31 +51,102 @@ def _required(items) -> list[str] | None:
     return best
 
 
+def ignores_case(pattern: str) -> bool:
+    try:
+        return bool(P.parse(pattern).state.flags & re.IGNORECASE)
+    except re.error:
+        return False
+
+
 def required_literals(pattern: str) -> list[str] | None:
-    """Literals of which at least one occurs in every match of `pattern`, or None when the
-    pattern has none long enough (or ignores case)."""
+    """Literals of which at least one occurs in every match of `pattern` (lower-cased when
+    the pattern ignores case), or None when it has none long enough."""
     try:
         parsed = P.parse(pattern)
     except re.error:
         return None
-    if parsed.state.flags & re.IGNORECASE:
-        return None
-    return _required(list(parsed))
+    lits = _required(list(parsed))
+    if lits and parsed.state.flags & re.IGNORECASE:
+        lits = sorted({x.lower() for x in lits})
+    return lits
 
 
-class Matcher:
-    """Which of many patterns match a line: a substring test of each pattern's required
-    literals (C speed) before its regex runs. Keeps the playbook's order."""
+def trie_regex(words: list[str]) -> str:
+    """A regex matching any of `words`, branching once per distinct next character (Python's
+    `re` tries an alternation's branches one by one; a trie keeps that to one per character)."""
+    trie: dict = {}
+    for w in words:
+        node = trie
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[None] = {}
 
-    def __init__(self, items: list[tuple[object, str]]):
-        self.items = [(obj, re.compile(rx), tuple(required_literals(rx) or ())) for obj, rx in items]
+    def build(node: dict) -> str:
+        if None in node:  # a word ends here: matching it is enough
+            return ""
+        alts = [re.escape(ch) + build(sub) for ch, sub in sorted(node.items())]
+        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
 
-    def matches(self, text: str) -> list:
-        return [obj for obj, rx, lits in self.items
-                if (not lits or any(lit in text for lit in lits)) and rx.search(text)]
+    return build(trie)
 
-    def first(self, text: str):
-        for obj, rx, lits in self.items:
-            if (not lits or any(lit in text for lit in lits)) and rx.search(text):
-                return obj
-        return None
+
+def minimal(lits: set[str]) -> list[str]:
+    """Drop literals that contain another: wherever the longer occurs, the shorter does."""
+    kept: list[str] = []
+    for w in sorted(lits, key=len):
+        if not any(k in w for k in kept):
+            kept.append(w)
+    return kept
+
+
+class Matchers:
+    """Named groups of patterns (signatures, markers, noise, …) matched against one line.
+
+    One C-level pass of a trie regex finds which required literals the line holds (per
+    `scan`); then, per group, only the patterns owning one of them run their regex, in the
+    order given. Patterns without a usable literal always run."""
+
+    def __init__(self, groups: dict[str, list[tuple[object, str]]]):
+        self.items: dict[str, list[tuple[object, re.Pattern]]] = {}
+        self.always: dict[str, list[int]] = {}
+        reqs: dict[str, list] = {}
+        lits: tuple[set[str], set[str]] = (set(), set())
+        for g, items in groups.items():
+            self.items[g] = [(obj, re.compile(rx)) for obj, rx in items]
+            reqs[g] = [(required_literals(rx), ignores_case(rx)) for _, rx in items]
+            self.always[g] = [i for i, (r, _) in enumerate(reqs[g]) if not r]
+            for r, ci in reqs[g]:
+                lits[ci].update(r or ())
+        self.lits = (minimal(lits[0]), minimal(lits[1]))
+        self.rx = [re.compile("(?=(" + trie_regex(ls) + "))") if ls else None for ls in self.lits]
+        # (group, folded?, minimal literal) -> indices of the patterns it may let through
+        self.owners: dict[tuple[str, int, str], list[int]] = {}
+        for g, rs in reqs.items():
+            for i, (r, ci) in enumerate(rs):
+                for lit in r or ():
+                    for key in self.lits[ci]:
+                        if key in lit:
+                            self.owners.setdefault((g, ci, key), []).append(i)
+
+    def scan(self, text: str) -> tuple[set[str], set[str]]:
+        """The minimal literals present in `text` (exact, case-folded)."""
+        exact = set(self.rx[0].findall(text)) if self.rx[0] else set()
+        folded = set(self.rx[1].findall(text.lower())) if self.rx[1] else set()
+        return exact, folded
+
+    def _candidates(self, group: str, text: str, found):
+        idx = set(self.always[group])
+        for ci in (0, 1):
+            for lit in found[ci]:
+                idx.update(self.owners.get((group, ci, lit), ()))
+        items = self.items[group]
+        for i in sorted(idx):
+            obj, rx = items[i]
+            if rx.search(text):
+                yield obj
+
+    def matches(self, group: str, text: str, found=None) -> list:
+        return list(self._candidates(group, text, self.scan(text) if found is None else found))
+
+    def first(self, group: str, text: str, found=None):
+        return next(self._candidates(group, text, self.scan(text) if found is None else found), None)

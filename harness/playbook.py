@@ -16,7 +16,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .patterns import Matcher
+from .patterns import Matchers
 from .chain import CATEGORIES, STAGES
 from .errors import PlaybookError
 
@@ -258,11 +258,8 @@ class Playbook:
 
     source: PlaybookFile
     prefixes: list[re.Pattern]
-    markers: Matcher  # objects: (stage no, Pattern)
-    signatures: Matcher  # objects: Signature
-    noise: Matcher
+    match: Matchers  # groups: marker -> (stage no, Pattern), signature, noise, metric_line
     stage_hints: list[tuple[StageHint, re.Pattern]]
-    metric_lines: Matcher
     metric_keys: dict[str, re.Pattern] = field(default_factory=dict)
     timeouts: dict[int, float] = field(default_factory=dict)
 
@@ -284,11 +281,12 @@ def compile_playbook(pb: PlaybookFile) -> Playbook:
     return Playbook(
         source=pb,
         prefixes=[re.compile(p.regex) for p in pb.prefixes],
-        markers=Matcher([((stage_no[s], m), m.regex) for s, spec in pb.stages.items() for m in spec.markers]),
-        signatures=Matcher([(sig, sig.regex) for sig in pb.signatures]),
-        noise=Matcher([(n, n.regex) for n in pb.noise]),
+        match=Matchers({
+            "marker": [((stage_no[s], m), m.regex) for s, spec in pb.stages.items() for m in spec.markers],
+            "signature": [(sig, sig.regex) for sig in pb.signatures],
+            "noise": [(n, n.regex) for n in pb.noise],
+            "metric_line": [(m, m.regex) for m in pb.metric_lines]}),
         stage_hints=[(h, re.compile(h.regex)) for h in pb.stage_hints],
-        metric_lines=Matcher([(m, m.regex) for m in pb.metric_lines]),
         metric_keys={k: re.compile("|".join(f"(?:{x})" for x in keys)) for k, keys in pb.metrics.items() if keys},
         timeouts={stage_no[s]: spec.timeout for s, spec in pb.stages.items() if spec.timeout},
     )

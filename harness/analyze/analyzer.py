@@ -136,17 +136,18 @@ class Analyzer:
 
     def _line(self, line: Line, ts: float | None) -> None:
         text = line.text
-        if self.pb.noise.first(text) is not None:
+        found = self.pb.match.scan(text)
+        if self.pb.match.first("noise", text, found) is not None:
             self.noise += line.repeat
             return
-        sigs = self.pb.signatures.matches(text)
+        sigs = self.pb.match.matches("signature", text, found)
         closed, consumed = self.blocks.feed(line, bool(sigs))
         for blk in closed:
             self._block_closed(blk)
         self._age_blocks(line.proc)
         if not consumed:
-            update = self._stages(line, ts)
-            if self._metrics(line) and update:
+            update = self._stages(line, ts, found)
+            if self._metrics(line, found) and update:
                 self.last_healthy_update = line.no
             if sigs:
                 self._add_finding(finding_from_line(line, sigs, self.pb, list(self.context)))
@@ -167,11 +168,11 @@ class Analyzer:
                 del self._since_block[p]
                 self._block_closed(self.blocks.open.pop(p))
 
-    def _stages(self, line: Line, ts: float | None) -> bool:
+    def _stages(self, line: Line, ts: float | None, found) -> bool:
         """Record stages first reached on this line; True if it marks an actor update
         (checked on every line: each update may be healthy or not)."""
         update = False
-        for no, marker in self.pb.markers.matches(line.text):
+        for no, marker in self.pb.match.matches("marker", line.text, found):
             if no == LAST or no not in self.reached:
                 update |= no == LAST
                 if no not in self.reached:
@@ -181,9 +182,9 @@ class Analyzer:
                     self._events.append(Event("stage", line.no, line.text, no, {"marker": marker.id}))
         return update
 
-    def _metrics(self, line: Line) -> bool:
+    def _metrics(self, line: Line, found) -> bool:
         """Parse a metric line; False when a metric rule says the values are unhealthy."""
-        if self.pb.metric_lines.first(line.text) is None:
+        if self.pb.match.first("metric_line", line.text, found) is None:
             return True
         values = parse_metrics(line.text, self.pb.metric_keys)
         if not values:

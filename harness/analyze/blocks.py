@@ -20,7 +20,9 @@ CHAIN = re.compile(r"^\s*(?:The above exception was the direct cause of the foll
 # `Type: message`, `pkg.mod.Type(Inner): message` or a bare `Type` at column 0.
 EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<type>[A-Za-z_]\w*)(?:\((?P<inner>[\w.]+)\))?(?::(?: |$)|$)")
 # An exception line seen outside a traceback (a log that starts mid-traceback, a logged error).
-LOOSE_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<type>\w*(?:Error|Exception|Exit|Interrupt))(?:\((?P<inner>[\w.]+)\))?: ")
+# A bare `Error: …` is a log message, not an exception; `Exception: …` is one.
+LOOSE_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|Exception)"
+                       r"(?:\((?P<inner>[\w.]+)\))?: ")
 RAY_METHOD = re.compile(r"ray::(?:[\w<>]+\.)?(\w+)\(\)")
 MAX_BLOCK_LINES = 400
 

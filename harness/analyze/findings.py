@@ -46,7 +46,7 @@ def _best(sigs: list[Signature]) -> Signature | None:
 
 
 def _matches(pb: Playbook, text: str) -> list[Signature]:
-    return pb.signatures.matches(text)
+    return pb.match.matches("signature", text)
 
 
 def _hint_stage(pb: Playbook, names: list[str]) -> int | None:
