@@ -9,7 +9,9 @@ _RULES: list[tuple[re.Pattern, str]] = [
      "<private-key>"),
     (re.compile(r"(?i)(authorization\s*[:=]\s*)(?:(bearer|basic|token)\s+)?[^\s'\",]+"),
      lambda m: f"{m.group(1)}{m.group(2) + ' ' if m.group(2) else ''}<redacted>"),
-    (re.compile(r"(?i)\b([\w.-]*(?:api[_-]?key|access[_-]?key|secret|token|password|passwd|pwd)[\w.-]*)"
+    # key=value where the key's name ends in a secret word (HF_TOKEN, api_key, "password": …),
+    # not TOKENIZERS_PARALLELISM or max_tokens.
+    (re.compile(r"(?i)\b([\w.-]*(?:api[_-]?key|access[_-]?key|secret(?:[_-]?key)?|token|password|passwd|pwd))"
                 r"(['\"]?\s*[:=]\s*['\"]?)(?!<redacted>)([^\s'\",;&]{4,})"), r"\1\2<redacted>"),
     (re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}"), "<redacted-key>"),
     (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,}|"

@@ -21,9 +21,9 @@ signatures:
   - {id: hccp, regex: 'EJ0001: .*Failed to initialize the HCCP process', category: device_runtime_error, class: infra, priority: 20, evidence: t, fix: {kind: cleanup_retry}}
   - {id: npu_hdr, regex: '\[ERROR\] [\d:-]+ \(PID:\d+, Device:\d+, RankID:\d+\) ERR\d{5}', category: device_runtime_error, role: wrapper, evidence: t}
 stage_hints:
-  - {id: gen, regex: '^(?:generate_sequences|actor_rollout_generate_sequences)$', stage: trajectory, evidence: t}
-  - {id: logp, regex: '^compute_log_prob$', stage: training_data, evidence: t}
-  - {id: init, regex: 'init_model$', stage: engine_start, evidence: t}
+  - {id: gen, regex: '(?:in |\.)(?:actor_rollout_)?generate_sequences(?:\(\))?$', stage: trajectory, evidence: t}
+  - {id: logp, regex: 'in compute_log_prob$', stage: training_data, evidence: t}
+  - {id: init, regex: 'init_model(?:\(\))?$', stage: engine_start, evidence: t}
 metric_lines:
   - {id: step, regex: '^step:\d+ - ', evidence: t}
 metrics:

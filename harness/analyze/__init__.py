@@ -7,9 +7,10 @@ import re
 from pathlib import Path
 
 from ..errors import BadInput
-from ..playbook import Playbook, load_merged, load_playbook, shipped_names
+from ..playbook import Playbook, ancestors, load_merged, load_playbook, shipped_names
 from .analyzer import Analyzer, Event
 from .digest import build_digest
+from .lines import clean
 
 CHUNK = 1 << 20
 SAMPLE = 256 * 1024
@@ -27,16 +28,16 @@ def check_log_path(path: Path) -> None:
 
 
 def detect_playbook(sample: bytes) -> str | None:
-    """The shipped playbook whose own `detect` patterns hit the sample most, or None (= union)."""
-    text = sample.decode("utf-8", "replace")
-    best, best_score = None, 0
+    """The shipped playbook for a log, from its first bytes: among those whose own `detect`
+    patterns hit, the most specific (it carries its ancestors' knowledge), then the one with
+    most hits. None when nothing hits: the caller uses the union of all."""
+    text = "\n".join(clean(x) for x in sample.decode("utf-8", "replace").split("\n"))
+    scored = []
     for name in shipped_names():
-        pb = load_merged(name)
-        score = sum(len(re.findall(p.regex, text, re.M)) > 0 for p in pb.detect)
-        # A more specific playbook (more ancestors) wins a tie: it carries its parents' knowledge.
-        if score and (score, len(pb.extends)) > (best_score, best_len if best else -1):
-            best, best_score, best_len = name, score, len(pb.extends)
-    return best
+        hits = sum(bool(re.search(p.regex, text, re.M)) for p in load_merged(name).detect)
+        if hits:
+            scored.append((ancestors(name), hits, name))
+    return max(scored)[2] if scored else None
 
 
 def analyze_file(path: Path, playbook: Playbook | None = None, now: float | None = None):

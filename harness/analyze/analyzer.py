@@ -24,7 +24,7 @@ from .metrics import parse_metrics
 
 WARNING = re.compile(r"\bWARN(?:ING)?\b|\w*Warning: ")
 # Lines that any analysis may need, besides the playbook's own patterns.
-_EXTRA_GATES = [r"Traceback \(most recent call last\)", r'File "', r"Error", r"Exception", r"Exit", r"Interrupt",
+_EXTRA_GATES = [r"Traceback \(most recent call last\)", r"most recent call first", r'File "', r"Error", r"Exception", r"Exit", r"Interrupt",
                 r"WARN", r"Warning"]
 LAST = len(STAGES)
 STALE_BLOCK_LINES = 64  # an open block with no continuation for this many lines is closed
@@ -120,13 +120,15 @@ class Analyzer:
         """Keep the last lines before `start` for context and the tail (skipped lines too)."""
         if n <= 0:
             return
-        i = start - 1
+        lines, i = [], start - 1
         for _ in range(n):
             j = region.rfind(b"\n", 0, i)
-            self._keep(clean(decode(region[j + 1:i])))
+            lines.append(clean(decode(region[j + 1:i])))
             i = j
             if j < 0:
                 break
+        for text in reversed(lines):
+            self._keep(text)
 
     def _keep(self, text: str) -> None:
         self.context.append(text)
@@ -217,8 +219,9 @@ class Analyzer:
     def _add_finding(self, f: Finding) -> None:
         old = self.findings.get(f.key)
         if old is not None:
-            old.count += f.count
-            old.procs |= f.procs
+            if not (f.wrapped and old.procs):  # a driver's re-print of a worker's error is no new rank
+                old.count += f.count
+                old.procs |= f.procs
             return
         self.findings[f.key] = f
         self._events.append(Event("failure", f.line_no, f.text, f.stage, {"category": f.category, "role": f.role}))

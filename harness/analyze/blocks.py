@@ -13,23 +13,28 @@ from dataclasses import dataclass, field
 
 from .lines import Line
 
-TB_START = re.compile(r"^\s*(?:Original )?Traceback \(most recent call last\):")
-FRAME = re.compile(r'^\s+File "([^"]*)", line (\d+), in (\S+)')
+# Python tracebacks, and faulthandler's dumps (`Fatal Python error: …` then `Stack (most
+# recent call first):` with frames `File "…", line N in f`, innermost first).
+TB_START = re.compile(r"^\s*(?:(?:Original )?Traceback \(most recent call last\)|(?:Current thread \w+ )?"
+                      r"(?:Stack|Thread \w+) \(most recent call first\)):")
+FRAME = re.compile(r'^\s+File "([^"]*)", line (\d+),? in (\S+)')
 CHAIN = re.compile(r"^\s*(?:The above exception was the direct cause of the following exception:"
                    r"|During handling of the above exception, another exception occurred:)")
 # `Type: message`, `pkg.mod.Type(Inner): message` or a bare `Type` at column 0.
 EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<type>[A-Za-z_]\w*)(?:\((?P<inner>[\w.]+)\))?(?::(?: |$)|$)")
 # An exception line seen outside a traceback (a log that starts mid-traceback, a logged error).
 # A bare `Error: …` is a log message, not an exception; `Exception: …` is one.
-LOOSE_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|Exception)"
-                       r"(?:\((?P<inner>[\w.]+)\))?: ")
-RAY_METHOD = re.compile(r"ray::(?:[\w<>]+\.)?(\w+)\(\)")
+LOOSE_EXC = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|Exception)"
+                       r"(?:\((?P<inner>[\w.]+)\))?|Fatal Python error): ")
+# `ray::WorkerDict.actor_rollout_generate_sequences()`, `ray::main_task()`, and named actors
+# `ray::agent_loop_worker_0:AgentLoopWorker.__init__()`: kept as `Class.method()`.
+RAY_METHOD = re.compile(r"ray::(?:[\w.<>-]+:)?((?:[\w<>]+\.)?\w+\(\))")
 MAX_BLOCK_LINES = 400
 
 
 @dataclass
 class Segment:
-    frames: list[str] = field(default_factory=list)  # function names, outermost first
+    frames: list[str] = field(default_factory=list)  # frame lines (`File "…", line N, in f`), outermost first
     exc_no: int = 0
     exc_text: str = ""
     exc_type: str = ""
@@ -42,9 +47,10 @@ class Block:
     start_no: int
     segments: list[Segment] = field(default_factory=list)
     lines: list[Line] = field(default_factory=list)
-    methods: list[str] = field(default_factory=list)  # ray::X.<method>() names seen
+    methods: list[str] = field(default_factory=list)  # `Class.method()` of ray::… seen, in order
     state: str = "frames"  # frames | after_exc | chain
     context: list[str] = field(default_factory=list)  # lines just before the block
+    innermost_first: bool = False  # faulthandler prints the innermost frame first
 
     @property
     def current(self) -> Segment:
@@ -116,9 +122,13 @@ class BlockAssembler:
 
     def _add(self, blk: Block, line: Line) -> None:
         blk.lines.append(line)
+        if TB_START.match(line.text):
+            blk.innermost_first = "call first" in line.text
         f = FRAME.match(line.text)
         if f:
-            blk.current.frames.append(f.group(3))
+            frames = blk.current.frames
+            frame = line.text.strip()
+            frames.insert(0, frame) if blk.innermost_first else frames.append(frame)
         for meth in RAY_METHOD.findall(line.text):
             blk.methods.append(meth)
 
@@ -126,7 +136,7 @@ class BlockAssembler:
         self._add(blk, line)
         seg = blk.current
         seg.exc_no, seg.exc_text = line.no, line.text
-        seg.exc_type, seg.inner_type = m.group("type"), m.group("inner") or ""
+        seg.exc_type, seg.inner_type = m.group("type") or line.text.split(":")[0], m.group("inner") or ""
         blk.state = "after_exc"
 
     def close_all(self) -> list[Block]:

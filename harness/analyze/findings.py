@@ -30,6 +30,7 @@ class Finding:
     exception: str = ""
     fix: dict | None = None
     count: int = 1
+    wrapped: bool = False  # seen inside a wrapper (RayTaskError …): a copy of an error printed elsewhere
     procs: set[str] = field(default_factory=set)
     lines: list[str] = field(default_factory=list)  # the error block as printed (for the digest)
     context: list[str] = field(default_factory=list)  # lines just before it
@@ -115,6 +116,7 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
         f.stage = _hint_stage(pb, own) or _hint_stage(pb, blk.methods) or _hint_stage(
             pb, [fr for s in blk.segments for fr in s.frames])
     f.lines, f.context = [ln.text for ln in blk.lines], blk.context
+    f.wrapped = seg is not None and segs.index(seg) > 0 and zone_rank(zones[0]) > 0
     return f
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 # CSI sequences (colours, cursor moves), OSC sequences, and lone charset selectors.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]|\x1b[=>]")
-_REPEAT = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
+_REPEAT = re.compile(r"\s*\[repeated (\d+)x across cluster\](?: \(Ray deduplicates logs by default\..*)?\s*$")
 MAX_LINE = 64 * 1024  # characters kept of one line; the rest is cut (a 50 MB line stays bounded)
 
 

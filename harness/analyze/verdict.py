@@ -8,8 +8,10 @@ from .findings import ROLE_ORDER, Finding
 
 def root_cause(findings: list[Finding], last_update_no: int | None) -> Finding | None:
     """The earliest real error: a cause before a consequence before a wrapper. Errors that the
-    run lived through (a healthy actor update came after them) do not count."""
-    live = [f for f in findings if f.outcome == "wrong_result" or last_update_no is None or f.line_no > last_update_no]
+    run lived through (a healthy actor update came after them) do not count, nor do
+    consequences and wrappers after it (an engine 'died' at shutdown)."""
+    live = [f for f in findings if f.outcome == "wrong_result" or last_update_no is None
+            or (f.line_no > last_update_no and f.role == "cause")]
     return min(live, key=lambda f: (ROLE_ORDER[f.role], f.line_no), default=None)
 
 
