@@ -119,7 +119,7 @@ class PlaybookFile(_Model):
     name: str
     description: str = ""
     extends: list[str] = []
-    detect: list[Pattern] = []
+    detect: list[Pattern] = []  # a whole stack's vocabulary: makes it a candidate default playbook
     prefixes: list[Pattern] = []
     stages: dict[Stage, StageSpec] = {}
     signatures: list[Signature] = []

@@ -28,9 +28,11 @@ def check_log_path(path: Path) -> None:
 
 
 def detect_playbook(sample: bytes) -> str | None:
-    """The shipped playbook for a log, from its first bytes: among those whose own `detect`
-    patterns hit, the most specific (it carries its ancestors' knowledge), then the one with
-    most hits. None when nothing hits: the caller uses the union of all."""
+    """The shipped playbook for a log, from its first bytes. Only whole-stack playbooks
+    declare `detect:` patterns (verl, rllm, mindspeed-rl, pangu-ascend-rl; a component such as
+    vllm or ascend alone would lack the rest of the stack's knowledge). Among those that hit,
+    the most specific wins (it carries its ancestors' knowledge), then the one with most hits.
+    None when nothing hits: the caller uses the union of all."""
     text = "\n".join(clean(x) for x in sample.decode("utf-8", "replace").split("\n"))
     scored = []
     for name in shipped_names():

@@ -17,7 +17,7 @@ from .lines import Line
 # recent call first):` with frames `File "…", line N in f`, innermost first).
 TB_START = re.compile(r"^\s*(?:(?:Original )?Traceback \(most recent call last\)|(?:Current thread \w+ )?"
                       r"(?:Stack|Thread \w+) \(most recent call first\)):")
-FRAME = re.compile(r'^\s+File "([^"]*)", line (\d+),? in (\S+)')
+FRAME = re.compile(r'^\s*File "([^"]*)", line (\d+),? in (\S+)')
 CHAIN = re.compile(r"^\s*(?:The above exception was the direct cause of the following exception:"
                    r"|During handling of the above exception, another exception occurred:)")
 # `Type: message`, `pkg.mod.Type(Inner): message` or a bare `Type` at column 0.
@@ -28,6 +28,7 @@ LOOSE_EXC = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Except
                        r"(?:\((?P<inner>[\w.]+)\))?|Fatal Python error): ")
 # `ray::WorkerDict.actor_rollout_generate_sequences()`, `ray::main_task()`, and named actors
 # `ray::agent_loop_worker_0:AgentLoopWorker.__init__()`: kept as `Class.method()`.
+SIGNATURE_LINE = re.compile(r"(?P<type>)(?P<inner>)")  # any line a signature matched: its exception type is unknown
 RAY_METHOD = re.compile(r"ray::(?:[\w.<>-]+:)?((?:[\w<>]+\.)?\w+\(\))")
 MAX_BLOCK_LINES = 400
 
@@ -82,8 +83,8 @@ class BlockAssembler:
                 blk = self.open[line.proc] = Block(line.proc, line.no)
                 self._add(blk, line)
                 return [], True
-            m = LOOSE_EXC.match(text)
-            if m:
+            m = LOOSE_EXC.match(text) or (SIGNATURE_LINE.match(text) if matched else None)
+            if m:  # an error line: its message, a traceback or a stack dump may follow
                 blk = self.open[line.proc] = Block(line.proc, line.no)
                 self._exception(blk, line, m)
                 return [], True
@@ -98,6 +99,9 @@ class BlockAssembler:
             if m:
                 self._exception(blk, line, m)
                 return [], True
+            if RAY_METHOD.search(text):  # the head of a Ray remote traceback
+                self._add(blk, line)
+                return [], True
             # A traceback cut short: keep what we have; this line is processed normally.
             return [self.open.pop(line.proc)], False
         # after_exc / chain: the message continues, a chained or Ray-nested traceback follows,
@@ -106,7 +110,7 @@ class BlockAssembler:
             blk.state = "frames"
             self._add(blk, line)
             return [], True
-        if text.startswith((" ", "\t")) or FRAME.match(text):
+        if text.startswith((" ", "\t")) or not text or FRAME.match(text):
             if FRAME.match(text):
                 blk.state = "frames"
             self._add(blk, line)
@@ -136,7 +140,7 @@ class BlockAssembler:
         self._add(blk, line)
         seg = blk.current
         seg.exc_no, seg.exc_text = line.no, line.text
-        seg.exc_type, seg.inner_type = m.group("type") or line.text.split(":")[0], m.group("inner") or ""
+        seg.exc_type, seg.inner_type = m.group("type") or "", m.group("inner") or ""
         blk.state = "after_exc"
 
     def close_all(self) -> list[Block]:

@@ -10,15 +10,16 @@ from ..redact import redact
 
 CHARS_PER_TOKEN = 4
 MAX_LINE = 400
+MAX_ROOT_LINE = 2000  # the root-cause line is kept longer: a metric line's bad value may sit far right
 
 
-def _clip(line: str) -> str:
-    return line if len(line) <= MAX_LINE else line[: MAX_LINE - 20] + f" …[+{len(line) - MAX_LINE + 20} chars]"
+def _clip(line: str, limit: int = MAX_LINE) -> str:
+    return line if len(line) <= limit else line[: limit - 20] + f" …[+{len(line) - limit + 20} chars]"
 
 
-def _fit(lines: list[str], budget: int, keep_head: int = 6) -> list[str]:
+def _fit(lines: list[str], budget: int, keep_head: int = 6, limit: int = MAX_LINE) -> list[str]:
     """Lines that fit in `budget` characters; a cut keeps the head and the tail with a note."""
-    lines = [_clip(x) for x in lines]
+    lines = [_clip(x, limit) for x in lines]
     if sum(len(x) + 1 for x in lines) <= budget:
         return lines
     head, tail, used = [], [], 60
@@ -49,7 +50,7 @@ def build_digest(verdict: dict, an, max_tokens: int = 4000) -> str:
         seen = f" (seen {rc['count']}x)" if rc["count"] > 1 else ""
         sections.append(("root cause", [f"line {rc['line_no']}: {rc['text']}",
                                         f"category={rc['category']} class={rc['class']}{seen}"]
-                         + ([f"hint: {rc['hint']}"] if rc["hint"] else []), 0.1))
+                         + ([f"hint: {rc['hint']}"] if rc["hint"] else []), 0.15))
         if root is not None and len(root.lines) > 1:
             sections.append(("error block (once)", root.lines, 0.35))
         if root is not None and root.context:
@@ -72,7 +73,8 @@ def build_digest(verdict: dict, an, max_tokens: int = 4000) -> str:
     for i, (title, lines, share) in enumerate(sections):
         rest = len(sections) - i - 1
         cap = left if rest == 0 else min(left - 200 * rest, max(int(budget * share), 300))
-        body = _fit([redact(x) for x in lines], max(cap - len(title) - 8, 80))
+        body = _fit([redact(x) for x in lines], max(cap - len(title) - 8, 80),
+                    limit=MAX_ROOT_LINE if title == "root cause" else MAX_LINE)
         text = "\n".join([f"## {title}"] + body)
         out.append(text)
         left -= len(text) + 1

@@ -74,6 +74,8 @@ def _make(line_no: int, text: str, sig: Signature | None, exc: str, procs: set[s
 
 def finding_from_line(line: Line, sigs: list[Signature], pb: Playbook, context: list[str]) -> Finding:
     f = _make(line.no, line.text, _best(sigs), "", {line.proc}, line.repeat)
+    if f.stage is None:
+        f.stage = _hint_stage(pb, [line.actor] if line.actor else [])
     f.lines, f.context = [line.text], context
     return f
 
@@ -96,8 +98,9 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
         zones = [(None, sig_lines)]
 
     def zone_rank(item):
+        """A zone is as telling as its exception line: a wrapper's zone ranks last."""
         _seg, zone = item
-        best = _best([s for _, sg in zone for s in sg])
+        best = _best(zone[0][1])
         return ROLE_ORDER[best.role] if best else 0
 
     seg, zone = min(zones, key=zone_rank)  # min keeps the earliest among equals
@@ -111,10 +114,13 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
             sig = _best([s for _, s in sig_lines if s.role == "cause"] or [])
     exc = (seg.inner_type or seg.exc_type) if seg else ""
     f = _make(line.no, line.text, sig, exc, {blk.proc}, max((ln.repeat for ln in blk.lines), default=1))
-    if f.stage is None:
+    if f.stage is None:  # innermost frame of the root's own traceback, Ray methods, other frames, the process
         own = seg.frames if seg else []
         f.stage = _hint_stage(pb, own) or _hint_stage(pb, blk.methods) or _hint_stage(
-            pb, [fr for s in blk.segments for fr in s.frames])
+            pb, [fr for s in blk.segments for fr in s.frames]) or _hint_stage(
+            pb, list(dict.fromkeys(ln.actor for ln in blk.lines if ln.actor)))
+    if seg is not None and line.no == seg.exc_no and line.text == seg.exc_type and seg.frames:
+        f.text = f"{line.text} (at {seg.frames[-1].strip()})"  # a bare exception: say where it was raised
     f.lines, f.context = [ln.text for ln in blk.lines], blk.context
     f.wrapped = seg is not None and segs.index(seg) > 0 and zone_rank(zones[0]) > 0
     return f

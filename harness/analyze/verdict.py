@@ -23,6 +23,8 @@ def build_verdict(an, now: float | None) -> dict:
     failed: int | None = None
     if root is not None:
         outcome = root.outcome
+        # Without a marker or a hint, the stage after the last one passed: a failure before
+        # any marker is a start-up failure (DESIGN.md's convention).
         failed = root.stage or min(top + 1, len(STAGES))
         lsp = top if outcome == "wrong_result" else min(top, failed - 1)
     elif healthy_update is not None:
