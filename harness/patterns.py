@@ -45,6 +45,8 @@ def _required(items) -> list[str] | None:
             cand = None if any(x is None for x in alts) else sorted({lit for x in alts for lit in x})
         elif op in (C.MAX_REPEAT, C.MIN_REPEAT) and av[0] >= 1:
             cand = _required(av[2])
+        elif op is C.ASSERT:  # a positive look-ahead/behind must match too
+            cand = _required(av[1])
         best = _better(best, cand)
     if best is not None and min(map(len, best)) < MIN_LIT:
         return None

@@ -54,7 +54,7 @@ def build_digest(verdict: dict, an, max_tokens: int = 4000) -> str:
         if root is not None and len(root.lines) > 1:
             sections.append(("error block (once)", root.lines, 0.35))
         if root is not None and root.context:
-            sections.append(("lines before the error", root.context, 0.1))
+            sections.append(("lines before the error", _no_noise(an, root.context), 0.1))
     others = [f for f in verdict["findings"] if not rc or f["line_no"] != rc["line_no"]]
     if others:
         sections.append(("other errors", [f"line {f['line_no']} [{f['category']}/{f['role']}] x{f['count']}: "
@@ -67,7 +67,7 @@ def build_digest(verdict: dict, an, max_tokens: int = 4000) -> str:
     if m["steps"]:
         sections.append(("metrics", [f"steps={m['steps']} last: " + ", ".join(f"{k}={v}" for k, v in m["last"].items())],
                          0.04))
-    sections.append(("tail", list(an.tail), 1.0))
+    sections.append(("tail", _no_noise(an, list(an.tail)), 1.0))
     out: list[str] = []
     left = budget
     for i, (title, lines, share) in enumerate(sections):
@@ -79,6 +79,12 @@ def build_digest(verdict: dict, an, max_tokens: int = 4000) -> str:
         out.append(text)
         left -= len(text) + 1
     return "\n".join(out)[:budget]
+
+
+def _no_noise(an, lines: list[str]) -> list[str]:
+    from .lines import peel
+
+    return [x for x in lines if an.pb.match.first("noise", peel(x, an.pb.prefixes)[0]) is None]
 
 
 def _root_finding(an, rc):

@@ -58,7 +58,6 @@ def build_verdict(an, now: float | None) -> dict:
         "metrics": _metrics_summary(an.metrics),
         "warnings": [{"line_no": w[0], "text": w[1], "count": w[2]} for w in list(an.warnings.values())[:20]],
         "lines": an.line_no,
-        "noise_lines": an.noise,
     }
 
 
