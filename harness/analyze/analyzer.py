@@ -55,8 +55,8 @@ class Analyzer:
         self.findings: dict[str, Finding] = {}
         self.metrics: list[dict] = []
         self.warnings: dict[str, list] = {}  # canonical -> [first line no, text, count]
-        self.context: deque[str] = deque(maxlen=CONTEXT_LINES)  # lines before the current one
-        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        # The last lines read (raw bytes for lines the gate skipped, decoded only when used).
+        self.recent: deque[str | bytes] = deque(maxlen=TAIL_LINES)
         self.last_ts: float | None = None
         self.progress_ts: float | None = None  # when a stage was last reached
         self.last_healthy_update: int | None = None  # line of the last actor update with sane metrics
@@ -111,7 +111,7 @@ class Analyzer:
                 if start > pos:
                     skipped = region.count(b"\n", pos, start)
                     self.line_no += skipped
-                    self._remember(region, start, min(skipped, CONTEXT_LINES))
+                    self._remember(region, start, min(skipped, TAIL_LINES))
                     pos = start
                     if pos >= end:
                         break
@@ -121,22 +121,29 @@ class Analyzer:
             pos = nl + 1
 
     def _remember(self, region: bytes, start: int, n: int) -> None:
-        """Keep the last lines before `start` for context and the tail (skipped lines too)."""
+        """Keep the last lines before `start` (lines the gate skipped) for context and tail."""
         if n <= 0:
             return
         lines, i = [], start - 1
         for _ in range(n):
             j = region.rfind(b"\n", 0, i)
-            lines.append(clean(decode(region[j + 1:i])))
+            lines.append(region[j + 1:i])
             i = j
             if j < 0:
                 break
-        for text in reversed(lines):
-            self._keep(text)
+        self.recent.extend(reversed(lines))
 
     def _keep(self, text: str) -> None:
-        self.context.append(text)
-        self.tail.append(text)
+        self.recent.append(text)
+
+    @property
+    def context(self) -> list[str]:
+        """The lines just before the current one."""
+        return [x if isinstance(x, str) else clean(decode(x)) for x in list(self.recent)[-CONTEXT_LINES:]]
+
+    @property
+    def tail(self) -> list[str]:
+        return [x if isinstance(x, str) else clean(decode(x)) for x in self.recent]
 
     # ------------------------------------------------------------------ one line
 
@@ -156,11 +163,11 @@ class Analyzer:
             if self._metrics(line, found) and update:
                 self.last_healthy_update = line.no
             if sigs:
-                self._add_finding(finding_from_line(line, sigs, self.pb, list(self.context)))
+                self._add_finding(finding_from_line(line, sigs, self.pb, self.context))
             elif WARNING.search(text):
                 self._warning(line)
         elif line.proc in self.blocks.open and self.blocks.open[line.proc].start_no == line.no:
-            self.blocks.open[line.proc].context = list(self.context)
+            self.blocks.open[line.proc].context = self.context
         self._keep((line.prefix + text) if line.prefix else text)
 
     def _age_blocks(self, proc: str) -> None:
@@ -200,7 +207,7 @@ class Analyzer:
         healthy = True
         for rule in self.pb.source.metric_rules:
             if rule.metric in values and _violates(values[rule.metric], rule.when):
-                self._add_finding(metric_finding(line, rule, list(self.context)))
+                self._add_finding(metric_finding(line, rule, self.context))
                 healthy = False
         return healthy
 
