@@ -30,6 +30,8 @@ def _escape(p: str, i: int) -> tuple[str, int]:
 
 def _bracket(p: str, i: int) -> tuple[str, int]:
     """Convert the Python class at p[i] == '[' into a POSIX bracket expression."""
+    if p.startswith("[^\\n]", i):  # grep lines hold no newline: "anything but a newline" is "."
+        return ".", i + 5
     i += 1
     neg = p[i:i + 1] == "^"
     i += neg

@@ -12,6 +12,11 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
+try:  # typer >= 0.24 carries its own copy of click
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover - older typer uses click itself
+    from click import ClickException
+
 from .errors import HarnessError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Unattended training-debug harness.")
@@ -95,13 +100,12 @@ def main() -> None:
         raise SystemExit(2)
     except typer.Abort:
         raise SystemExit(130)
-    except Exception as e:  # click usage errors and the like
-        import click
-
-        if isinstance(e, click.ClickException):
-            e.show()
-            raise SystemExit(2)
-        raise
+    except ClickException as e:  # usage errors: one line, and where to look
+        ctx = getattr(e, "ctx", None)
+        where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        if e.format_message():  # an empty one: the help was shown for a command given no arguments
+            sys.stderr.write(f"error: {e.format_message()}{where}\n")
+        raise SystemExit(2)
 
 
 if __name__ == "__main__":

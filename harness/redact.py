@@ -17,6 +17,10 @@ _RULES: list[tuple[re.Pattern, str]] = [
     (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,}|"
                 r"xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})\b"), "<redacted-token>"),
     (re.compile(r"\beyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]{8,}"), "<redacted-jwt>"),
+    # A long mixed-case base64 run (a key body seen without its BEGIN line); hex ids and
+    # paths (two or more slashes) stay.
+    (re.compile(r"(?<![\w+/])(?=[A-Za-z0-9+/]*[A-Z])(?=[A-Za-z0-9+/]*[a-z])(?=[A-Za-z0-9+/]*\d)"
+                r"(?![A-Za-z0-9+]*/[A-Za-z0-9+]*/)[A-Za-z0-9+/]{40,}={0,2}"), "<redacted-blob>"),
     (re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^\s/:@]+:[^\s/@]+@"), r"\1<redacted>@"),  # user:pass@ in URLs
 ]
 

@@ -35,7 +35,8 @@ def show_verdict(console: Console, file: str, verdict: dict, playbook: str, dige
     if rc:
         count = f" ×{rc['count']}" if rc["count"] > 1 else ""
         console.print(Text(f"root cause (line {rc['line_no']}{count}, {rc['category']}, {rc['class']}):", style="bold"))
-        console.print(Text("  " + rc["text"]))
+        text = rc["text"] if len(rc["text"]) <= 400 else rc["text"][:400] + " …"
+        console.print(Text("  " + (f"{rc['detail']}  in: {text[:160]} …" if rc.get("detail") else text)))
         if rc["hint"]:
             console.print(Text("  hint: " + rc["hint"], style="yellow"))
     m = verdict["metrics"]

@@ -53,3 +53,11 @@ def test_human_output_shows_chain_root_cause_and_hint():
     assert r.returncode == 0, r.stderr
     assert "engine_start" in r.stdout and "actor_update" in r.stdout
     assert "root cause" in r.stdout and "hint:" in r.stdout
+
+
+def test_usage_errors_are_one_line_with_exit_2():
+    for args, needle in [(("analyze", "--max-tokens", "5", "x.log"), "--max-tokens"), (("analyze",), "Missing argument"),
+                         (("bogus",), "No such command")]:
+        r = harness(*args)
+        assert r.returncode == 2
+        assert needle in r.stderr and "--help" in r.stderr and len(r.stderr.strip().splitlines()) == 1

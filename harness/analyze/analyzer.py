@@ -21,11 +21,12 @@ from .findings import Finding, finding_from_block, finding_from_line, metric_fin
 from .gate import build_gate
 from .lines import Line, canonical, clean, decode, make_line
 from .metrics import parse_metrics
+from .verdict import build_verdict
 
 WARNING = re.compile(r"\bWARN(?:ING)?\b|\w*Warning: ")
 # Lines that any analysis may need, besides the playbook's own patterns.
-_EXTRA_GATES = [r"Traceback \(most recent call last\)", r"most recent call first", r'File "', r"Error", r"Exception", r"Exit", r"Interrupt",
-                r"WARN", r"Warning"]
+_EXTRA_GATES = [r"Traceback \(most recent call last\)", r"most recent call first", r'File "',
+                r"Error", r"Exception", r"Exit", r"Interrupt", r"WARN", r"Warning"]
 LAST = len(STAGES)
 STALE_BLOCK_LINES = 64  # an open block with no continuation for this many lines is closed
 CONTEXT_LINES = 8
@@ -58,7 +59,6 @@ class Analyzer:
         # The last lines read (raw bytes for lines the gate skipped, decoded only when used).
         self.recent: deque[str | bytes] = deque(maxlen=TAIL_LINES)
         self.last_ts: float | None = None
-        self.progress_ts: float | None = None  # when a stage was last reached
         self.last_healthy_update: int | None = None  # line of the last actor update with sane metrics
         self._since_block: dict[str, int] = {}
         self._events: list[Event] = []
@@ -67,11 +67,11 @@ class Analyzer:
     def _gate(self) -> re.Pattern | None:
         """The gate for what can still matter: markers of stages not yet reached (an actor
         update's always), signatures, metric lines. Rebuilt when a stage is first reached."""
+        if not self.fast:
+            return None
         src = self.pb.source
         markers = [m.regex for name, spec in src.stages.items() for m in spec.markers
                    if STAGES.index(name) + 1 == LAST or STAGES.index(name) + 1 not in self.reached]
-        if not self.fast:
-            return None
         return build_gate(markers + [x.regex for x in src.signatures + src.metric_lines] + _EXTRA_GATES)
 
     # ------------------------------------------------------------------ feeding
@@ -88,21 +88,21 @@ class Analyzer:
         if len(self.pending) > 1 << 20:  # a huge line with no newline yet: analyse its start, drop the rest
             self.pending = self.pending[: 1 << 16]
         if cut:
-            self._region(buf[:cut], ts)
+            self._region(buf[:cut])
         out, self._events = self._events, []
         return out
 
     def finish(self) -> list[Event]:
         """The log ended: analyse a last partial line and close open tracebacks."""
         if self.pending:
-            self._region(self.pending + b"\n", None)
+            self._region(self.pending + b"\n")
             self.pending = b""
         for blk in self.blocks.close_all():
             self._block_closed(blk)
         out, self._events = self._events, []
         return out
 
-    def _region(self, region: bytes, ts: float | None) -> None:
+    def _region(self, region: bytes) -> None:
         pos, end = 0, len(region)
         while pos < end:
             if self.gate is not None and not self.blocks.open:
@@ -117,7 +117,7 @@ class Analyzer:
                         break
             nl = region.find(b"\n", pos)
             self.line_no += 1
-            self._line(make_line(self.line_no, decode(region[pos:nl]), self.pb.prefixes), ts)
+            self._line(make_line(self.line_no, decode(region[pos:nl]), self.pb.prefixes))
             pos = nl + 1
 
     def _remember(self, region: bytes, start: int, n: int) -> None:
@@ -147,11 +147,11 @@ class Analyzer:
 
     # ------------------------------------------------------------------ one line
 
-    def _line(self, line: Line, ts: float | None) -> None:
+    def _line(self, line: Line) -> None:
         text = line.text
         found = self.pb.match.scan(text)
         if self.pb.match.first("noise", text, found) is not None:
-            self._keep(line.prefix + text)  # context and tail hold every line; the digest drops noise
+            self._keep(line.prefix + text)  # context and tail hold noise too; the digest drops it
             return
         sigs = self.pb.match.matches("signature", text, found)
         closed, consumed = self.blocks.feed(line, bool(sigs))
@@ -159,7 +159,7 @@ class Analyzer:
             self._block_closed(blk)
         self._age_blocks(line.proc)
         if not consumed:
-            update = self._stages(line, ts, found)
+            update = self._stages(line, found)
             if self._metrics(line, found) and update:
                 self.last_healthy_update = line.no
             if sigs:
@@ -168,7 +168,7 @@ class Analyzer:
                 self._warning(line)
         elif line.proc in self.blocks.open and self.blocks.open[line.proc].start_no == line.no:
             self.blocks.open[line.proc].context = self.context
-        self._keep((line.prefix + text) if line.prefix else text)
+        self._keep(line.prefix + text)
 
     def _age_blocks(self, proc: str) -> None:
         """Close blocks whose process went quiet: their continuation will not come."""
@@ -181,7 +181,7 @@ class Analyzer:
                 del self._since_block[p]
                 self._block_closed(self.blocks.open.pop(p))
 
-    def _stages(self, line: Line, ts: float | None, found) -> bool:
+    def _stages(self, line: Line, found) -> bool:
         """Record stages first reached on this line; True if it marks an actor update
         (checked on every line: each update may be healthy or not)."""
         update = False
@@ -191,7 +191,6 @@ class Analyzer:
                 if no not in self.reached:
                     self.reached[no] = (line.no, line.text)
                     self.gate = self._gate()
-                    self.progress_ts = ts
                     self._events.append(Event("stage", line.no, line.text, no, {"marker": marker.id}))
         return update
 
@@ -207,7 +206,7 @@ class Analyzer:
         healthy = True
         for rule in self.pb.source.metric_rules:
             if rule.metric in values and _violates(values[rule.metric], rule.when):
-                self._add_finding(metric_finding(line, rule, self.context))
+                self._add_finding(metric_finding(line, rule, values[rule.metric], self.context))
                 healthy = False
         return healthy
 
@@ -240,8 +239,7 @@ class Analyzer:
     # ------------------------------------------------------------------ verdict
 
     def verdict(self, now: float | None = None) -> dict:
-        from .verdict import build_verdict
-
+        """The verdict so far (see README: `harness analyze --json` fields)."""
         return build_verdict(self, now)
 
 

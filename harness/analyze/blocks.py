@@ -49,7 +49,7 @@ class Block:
     segments: list[Segment] = field(default_factory=list)
     lines: list[Line] = field(default_factory=list)
     methods: list[str] = field(default_factory=list)  # `Class.method()` of ray::… seen, in order
-    state: str = "frames"  # frames | after_exc | chain
+    state: str = "frames"  # frames (inside a traceback) | after_exc (an exception line was seen)
     context: list[str] = field(default_factory=list)  # lines just before the block
     innermost_first: bool = False  # faulthandler prints the innermost frame first
 
@@ -104,8 +104,8 @@ class BlockAssembler:
                 return [], True
             # A traceback cut short: keep what we have; this line is processed normally.
             return [self.open.pop(line.proc)], False
-        # after_exc / chain: the message continues, a chained or Ray-nested traceback follows,
-        # or the block is over.
+        # after_exc: the message continues, a chained or Ray-nested traceback follows, or the
+        # block is over.
         if CHAIN.match(text) or TB_START.match(text):
             blk.state = "frames"
             self._add(blk, line)
@@ -131,8 +131,10 @@ class BlockAssembler:
         f = FRAME.match(line.text)
         if f:
             frames = blk.current.frames
-            frame = line.text.strip()
-            frames.insert(0, frame) if blk.innermost_first else frames.append(frame)
+            if blk.innermost_first:
+                frames.insert(0, line.text.strip())
+            else:
+                frames.append(line.text.strip())
         for meth in RAY_METHOD.findall(line.text):
             blk.methods.append(meth)
 

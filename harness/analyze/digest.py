@@ -50,6 +50,7 @@ def build_digest(verdict: dict, an, max_tokens: int = 4000) -> str:
         seen = f" (seen {rc['count']}x)" if rc["count"] > 1 else ""
         sections.append(("root cause", [f"line {rc['line_no']}: {rc['text']}",
                                         f"category={rc['category']} class={rc['class']}{seen}"]
+                         + ([f"metric: {rc['detail']}"] if rc.get("detail") else [])
                          + ([f"hint: {rc['hint']}"] if rc["hint"] else []), 0.15))
         if root is not None and len(root.lines) > 1:
             sections.append(("error block (once)", root.lines, 0.35))
@@ -73,7 +74,7 @@ def build_digest(verdict: dict, an, max_tokens: int = 4000) -> str:
     for i, (title, lines, share) in enumerate(sections):
         rest = len(sections) - i - 1
         cap = left if rest == 0 else min(left - 200 * rest, max(int(budget * share), 300))
-        body = _fit([redact(x) for x in lines], max(cap - len(title) - 8, 80),
+        body = _fit(redact("\n".join(lines)).split("\n"), max(cap - len(title) - 8, 80),  # keys span lines
                     limit=MAX_ROOT_LINE if title == "root cause" else MAX_LINE)
         text = "\n".join([f"## {title}"] + body)
         out.append(text)

@@ -28,6 +28,7 @@ class Finding:
     outcome: str = "crash"
     signature: str | None = None
     exception: str = ""
+    detail: str = ""  # for a metric rule: which value broke it, e.g. `grad_norm=nan (nonfinite)`
     fix: dict | None = None
     count: int = 1
     wrapped: bool = False  # seen inside a wrapper (RayTaskError …): a copy of an error printed elsewhere
@@ -38,7 +39,7 @@ class Finding:
     def to_dict(self) -> dict:
         return {"line_no": self.line_no, "text": self.text, "category": self.category, "class": self.cls,
                 "hint": self.hint, "count": self.count, "signature": self.signature, "exception": self.exception,
-                "role": self.role, "fix": self.fix}
+                "role": self.role, "fix": self.fix, "detail": self.detail}
 
 
 def _best(sigs: list[Signature]) -> Signature | None:
@@ -104,14 +105,13 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
         return ROLE_ORDER[best.role] if best else 0
 
     seg, zone = min(zones, key=zone_rank)  # min keeps the earliest among equals
-    sig_lines = [(ln, _best(sg)) for ln, sg in zone if sg]
-    top = min(sig_lines, key=lambda x: (ROLE_ORDER[x[1].role], -x[1].priority), default=None)
-    if top is not None and (top[1].priority > 0 or seg is None or top[1].role != "wrapper"):
-        line, sig = top
+    # The most telling line of the zone: its best cause (or consequence) signature, by priority;
+    # else the exception line itself.
+    telling = [(ln, s) for ln, s in ((ln, _best(sg)) for ln, sg in zone if sg) if s.role != "wrapper"]
+    if telling:
+        line, sig = min(telling, key=lambda x: (ROLE_ORDER[x[1].role], -x[1].priority))
     else:
         line, sig = zone[0][0], _best(zone[0][1])
-        if sig is None:  # the exception line itself matched nothing: any cause signature of the zone
-            sig = _best([s for _, s in sig_lines if s.role == "cause"] or [])
     exc = (seg.inner_type or seg.exc_type) if seg else ""
     f = _make(line.no, line.text, sig, exc, {blk.proc}, max((ln.repeat for ln in blk.lines), default=1))
     if f.stage is None:  # innermost frame of the root's own traceback, Ray methods, other frames, the process
@@ -126,11 +126,11 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     return f
 
 
-def metric_finding(line: Line, rule: MetricRule, context: list[str]) -> Finding:
-    f = Finding(key=f"metric|{rule.id}", line_no=line.no, text=line.text, category=rule.category,
-                hint=rule.hint, stage=STAGE_NO[rule.stage], outcome="wrong_result", signature=rule.id,
-                procs={line.proc}, lines=[line.text], context=context)
-    return f
+def metric_finding(line: Line, rule: MetricRule, value: float, context: list[str]) -> Finding:
+    return Finding(key=f"metric|{rule.id}", line_no=line.no, text=line.text, category=rule.category,
+                   hint=rule.hint, stage=STAGE_NO[rule.stage], outcome="wrong_result", signature=rule.id,
+                   detail=f"{rule.metric}={value:g} ({rule.when})", procs={line.proc}, lines=[line.text],
+                   context=context)
 
 
 _FALLBACK = [

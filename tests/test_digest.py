@@ -1,0 +1,64 @@
+"""The digest a model reads: bounded, redacted, built around the root cause."""
+
+from harness.analyze import Analyzer, build_digest
+from harness.playbook import load_playbook
+from harness.redact import redact
+
+SECRET_LINES = [
+    "export OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwx",
+    "HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyzABCD",
+    "curl -H 'Authorization: Bearer eyJhbGciOi.J9eyJzdWIiOiIxMjM0.c2lnbmF0dXJl'",
+    "db password: hunter2hunter2",
+    "-----BEGIN OPENSSH PRIVATE KEY-----",
+    "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ",
+    "-----END OPENSSH PRIVATE KEY-----",
+    "pip install --index-url https://alice:s3cretpass@pypi.example/simple x",
+]
+SECRETS = ["sk-proj-abcdefghijklmnopqrstuvwx", "hf_abcdefghijklmnopqrstuvwxyzABCD", "eyJhbGciOi", "hunter2hunter2",
+           "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ", "s3cretpass"]
+
+
+def digest_of(text, max_tokens=4000):
+    a = Analyzer(load_playbook("verl"))
+    a.feed(text.encode())
+    a.finish()
+    return build_digest(a.verdict(), a, max_tokens), a
+
+
+def oom_log(ranks=16, noise=2000):
+    lines = [f"(WorkerDict pid=9) INFO step progress line {i}" for i in range(noise)]
+    lines += SECRET_LINES
+    lines += ["(WorkerDict pid=9) the last line before the error"]
+    for r in range(ranks):
+        lines += [f"(WorkerDict pid={100 + r}) Traceback (most recent call last):",
+                  f'(WorkerDict pid={100 + r})   File "/verl/workers/fsdp_workers.py", line 782, in compute_log_prob',
+                  f"(WorkerDict pid={100 + r})     output = self.actor.compute_log_prob(data=data)",
+                  f"(WorkerDict pid={100 + r}) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {r}.00 GiB."]
+    lines += [f"(TaskRunner pid=1) tail line {i}" for i in range(30)]
+    return "\n".join(lines) + "\n"
+
+
+def test_digest_is_bounded_and_keeps_the_essentials():
+    for max_tokens in (300, 1000, 4000):
+        d, _ = digest_of(oom_log(), max_tokens)
+        assert len(d) <= max_tokens * 4
+        assert "torch.OutOfMemoryError: CUDA out of memory" in d
+    d, _ = digest_of(oom_log(), 4000)
+    assert "seen 16x" in d
+    assert d.count("in compute_log_prob") == 1  # the traceback once, not 16 times
+    assert "the last line before the error" in d.split("## lines before the error")[1]
+    assert "tail line 29" in d.split("## tail")[1]
+    assert "failed_stage=6 (training_data)" in d
+
+
+def test_secrets_never_reach_the_digest():
+    d, a = digest_of(oom_log(noise=5), 4000)
+    assert "<redacted" in d or "<private-key>" in d
+    for s in SECRETS:
+        assert s not in d
+
+
+def test_redact_spares_ordinary_keys():
+    assert redact("{'TOKENIZERS_PARALLELISM': 'true'}") == "{'TOKENIZERS_PARALLELISM': 'true'}"
+    assert redact("max_tokens: 4096, max_new_tokens=512") == "max_tokens: 4096, max_new_tokens=512"
+    assert redact("api_key=abcd1234efgh") == "api_key=<redacted>"
