@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -24,16 +23,6 @@ playbook_app = typer.Typer(no_args_is_help=True, help="Show and check playbooks.
 app.add_typer(playbook_app, name="playbook")
 
 
-def _jsonable(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return str(x)
-    if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_jsonable(v) for v in x]
-    return x
-
-
 @app.command()
 def analyze(
     logs: List[Path] = typer.Argument(..., help="Log files to analyse."),
@@ -45,6 +34,7 @@ def analyze(
 ) -> None:
     """Say how far an RL run's chain got, what broke, why, and what usually fixes it."""
     from .analyze import analyze_file, build_digest, check_log_path
+    from .analyze.verdict import jsonable
     from .playbook import load_playbook
     from .redact import redact
 
@@ -63,7 +53,7 @@ def analyze(
         if digest:
             verdict["digest"] = build_digest(verdict, an, max_tokens)
         if as_json:
-            out.append(_jsonable(verdict))
+            out.append(jsonable(verdict))
         else:
             from .ui import show_verdict
 

@@ -16,22 +16,11 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import math
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "fixtures" / "logs"
-
-
-def _jsonable(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return str(x)
-    if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_jsonable(v) for v in x]
-    return x
 
 
 def logs() -> list[Path]:
@@ -49,12 +38,13 @@ def expect_path(log: Path) -> Path:
 def verdict_of(log: Path) -> dict:
     """The verdict of one log as the golden stores it."""
     from harness.analyze import analyze_file, build_digest
+    from harness.analyze.verdict import jsonable
 
     verdict, an, playbook = analyze_file(log, now=None)
     verdict = {"file": log.resolve().relative_to(ROOT).as_posix(), "playbook": playbook} | verdict
     # the digest (what a model reads) as a list of lines, so that its diffs are reviewable
     verdict["digest"] = build_digest(verdict, an).split("\n")
-    return _jsonable(verdict)
+    return jsonable(verdict)
 
 
 def render(verdict: dict) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ..chain import STAGES, stage_statuses
 from .findings import ROLE_ORDER, Finding
 
@@ -68,3 +70,14 @@ def _metrics_summary(rows: list[dict]) -> dict:
     series = {k: [r[k] for r in rows if k in r] for k in names}
     return {"steps": len(rows), "last": {k: v[-1] for k, v in series.items()},
             "first": {k: v[0] for k, v in series.items()}}
+
+
+def jsonable(x):
+    """The verdict as strict JSON allows it: NaN and infinities become the strings "nan", "inf"."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    if isinstance(x, dict):
+        return {k: jsonable(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [jsonable(v) for v in x]
+    return x
