@@ -36,7 +36,6 @@ def analyze(
     from .analyze import analyze_file, build_digest, check_log_path
     from .analyze.verdict import jsonable
     from .playbook import load_playbook
-    from .redact import redact
 
     for p in logs:
         check_log_path(p)
@@ -45,11 +44,6 @@ def analyze(
     out, console = [], Console()
     for p in logs:
         verdict, an, pb_name = analyze_file(p, pb, now=now)
-        for st in verdict["stages"]:
-            st["evidence"] = redact(st["evidence"]) if st["evidence"] else None
-        if verdict["root_cause"]:
-            verdict["root_cause"]["text"] = redact(verdict["root_cause"]["text"])
-        verdict = {"file": str(p), "playbook": pb_name} | verdict
         if digest:
             verdict["digest"] = build_digest(verdict, an, max_tokens)
         if as_json:

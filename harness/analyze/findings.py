@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from ..chain import STAGE_NO
 from ..playbook import MetricRule, Playbook, Signature
 from .blocks import FRAME, Block
+from ..redact import redact
 from .lines import Line, canonical
 
 ROLE_ORDER = {"cause": 0, "downstream": 1, "wrapper": 2}
@@ -37,7 +38,8 @@ class Finding:
     context: list[str] = field(default_factory=list)  # lines just before it
 
     def to_dict(self) -> dict:
-        return {"line_no": self.line_no, "text": self.text, "category": self.category, "class": self.cls,
+        """The public shape (texts redacted: a verdict is output)."""
+        return {"line_no": self.line_no, "text": redact(self.text), "category": self.category, "class": self.cls,
                 "hint": self.hint, "count": self.count, "signature": self.signature, "exception": self.exception,
                 "role": self.role, "fix": self.fix, "detail": self.detail}
 

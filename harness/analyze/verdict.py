@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ..chain import STAGES, stage_statuses
+from ..redact import redact
 from .findings import ROLE_ORDER, Finding
 
 
@@ -46,7 +47,8 @@ def build_verdict(an, now: float | None) -> dict:
         line_no, evidence = an.reached.get(no, (None, None))
         if no == failed and root is not None:
             line_no, evidence = root.line_no, root.text
-        stages.append({"name": name, "status": statuses[no], "line_no": line_no, "evidence": evidence})
+        stages.append({"name": name, "status": statuses[no], "line_no": line_no,
+                       "evidence": redact(evidence) if evidence else None})
     rc = None
     if root is not None:
         rc = root.to_dict() | {"stage": STAGES[failed - 1] if failed else None}
@@ -58,7 +60,7 @@ def build_verdict(an, now: float | None) -> dict:
         "root_cause": rc,
         "findings": [f.to_dict() for f in findings[:20]],
         "metrics": _metrics_summary(an.metrics),
-        "warnings": [{"line_no": w[0], "text": w[1], "count": w[2]} for w in list(an.warnings.values())[:20]],
+        "warnings": [{"line_no": w[0], "text": redact(w[1]), "count": w[2]} for w in list(an.warnings.values())[:20]],
         "lines": an.line_no,
     }
 
