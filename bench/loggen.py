@@ -25,7 +25,7 @@ WORKER_MSGS = [
     lambda g: f"kwargs: {{'n': 1, 'logprobs': 0, 'max_tokens': {g.n(256, 8192)}, 'detokenize': False, 'temperature': 1.0, 'top_k': -1, 'top_p': 1, 'ignore_eos': False}}",
     lambda g: f"[Gloo] Rank {g.n(0, RANKS)} is connected to {RANKS - 1} peer ranks. Expected number of connected peer ranks is : {RANKS - 1}",
     lambda g: f"After offload actor params and grad during compute_log_prob, memory allocated (GB): {g.f(20, 60):.2f}, memory reserved (GB): {g.f(60, 70):.2f}, device memory used/total (GB): {g.f(60, 79):.2f}/79.11",
-    lambda g: f"list(reward_extra_infos_dict.keys())=[]",
+    lambda g: "list(reward_extra_infos_dict.keys())=[]",
     lambda g: f"ERROR:2025-06-04 {g.hms()},{g.n(0, 1000):03d}:Error extracting answer for item {g.n(0, 99999)}",
     lambda g: "Error: <answer> tag not found.",
     lambda g: f"[{g.hms()} TP{g.n(0, 4)}] Downcasting torch.float32 to torch.bfloat16.",

@@ -81,15 +81,15 @@ def main() -> None:
         app(standalone_mode=False)
     except HarnessError as e:
         sys.stderr.write(f"error: {e}\n")
-        raise SystemExit(2)
+        raise SystemExit(2) from None
     except typer.Abort:
-        raise SystemExit(130)
+        raise SystemExit(130) from None
     except ClickException as e:  # usage errors: one line, and where to look
         ctx = getattr(e, "ctx", None)
         where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
         if e.format_message():  # an empty one: the help was shown for a command given no arguments
             sys.stderr.write(f"error: {e.format_message()}{where}\n")
-        raise SystemExit(2)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from harness.chain import STAGES
+from corpus_eval import SHARED
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("regen_golden", ROOT / "scripts" / "regen_golden.py")
@@ -84,8 +85,10 @@ def test_verdict_matches_authors_expectation(log: Path):
     assert not problems, "\n".join(problems) + "\n\n" + _summary(v)
 
 
-@pytest.mark.parametrize("log", sorted((ROOT / "fixtures" / "logs").glob("*.log")) + sorted(Path(ROOT.parent / "shared" / "corpus").glob("*/*.log")),
-                         ids=lambda p: p.name)
+ALL_LOGS = sorted((ROOT / "fixtures" / "logs").glob("*.log")) + sorted((SHARED / "corpus").glob("*/*.log"))
+
+
+@pytest.mark.parametrize("log", ALL_LOGS, ids=lambda p: p.name)
 def test_fast_scan_gives_the_same_verdict_as_reading_every_line(log):
     """The gate skips lines that hold no pattern's literal; skipping must never change a verdict."""
     from harness.analyze import Analyzer, detect_playbook

@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 from harness.analyze.lines import make_line
 from harness.patterns import Matchers, rare_start, required_literals
 from harness.playbook import load_playbook
+from corpus_eval import SHARED
 
 ROOT = Path(__file__).resolve().parent.parent
-LOGS = sorted((ROOT / "fixtures" / "logs").glob("*.log")) + sorted((ROOT.parent / "shared" / "corpus").glob("*/*.log"))
+LOGS = sorted((ROOT / "fixtures" / "logs").glob("*.log")) + sorted((SHARED / "corpus").glob("*/*.log"))
 
 
 @pytest.mark.parametrize("pattern, expected", [
