@@ -24,3 +24,25 @@ class PlaybookError(HarnessError):
         self.file, self.line, self.field = file, line, field
         where = f"{file}:{line}" if line else file
         super().__init__(f"{where}: {field}: {message}" if field else f"{where}: {message}")
+
+
+class TransportError(HarnessError):
+    """The host cannot be reached or used: connection refused or lost, auth failed, SFTP error."""
+
+
+class HostKeyError(TransportError):
+    """The host's key is unknown (trust it with `harness trust HOST`) or has changed (refused)."""
+
+
+class CommandFailed(HarnessError):
+    """A command run with `check=True` failed. `result` is its CommandResult."""
+
+    def __init__(self, result):
+        self.result = result
+        status = "timed out" if result.timed_out else f"exit status {result.returncode}"
+        tail = result.tail(10)
+        super().__init__(f"command failed ({status}): {result.command}" + (f"\n{tail}" if tail else ""))
+
+
+class CommandTimeout(CommandFailed):
+    """The command ran past its timeout and was killed; `result` holds the output until then."""

@@ -5,6 +5,14 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/install.sh || exit 1
 
+# The SSH tests start real sshd instances on 127.0.0.1.
+if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then
+    echo "test.sh: installing openssh-server for the SSH tests" >&2
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openssh-server openssh-client; } \
+        >/tmp/harness-apt.log 2>&1 || { echo "test.sh: error: could not install openssh-server (see /tmp/harness-apt.log)" >&2; tail -20 /tmp/harness-apt.log >&2; exit 1; }
+fi
+
 .venv/bin/python -m pytest "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then

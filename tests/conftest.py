@@ -1,4 +1,23 @@
+import os
+import shutil
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests import corpus_eval
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests import corpus_eval, sshd
+
+from sshd import SSHD, SshLab  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def ssh_lab(tmp_path_factory):
+    """Two real sshd on 127.0.0.1 (`box`, `jump`) and `inner` (box through jump), with their
+    own keys, known_hosts and ssh_config. Needs openssh-server (scripts/test.sh installs it)."""
+    if not (shutil.which("sshd") or os.path.exists(SSHD)):
+        if os.environ.get("CI"):
+            pytest.fail("sshd is missing: scripts/test.sh should have installed openssh-server")
+        pytest.skip("sshd not installed (bash scripts/test.sh installs openssh-server)")
+    lab = SshLab(tmp_path_factory.mktemp("ssh")).start()
+    yield lab
+    lab.stop()
