@@ -16,7 +16,7 @@ try:  # typer >= 0.24 carries its own copy of click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import ClickException
 
-from .errors import HarnessError
+from .errors import BadInput, HarnessError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Unattended training-debug harness.")
 playbook_app = typer.Typer(no_args_is_help=True, help="Show and check playbooks.")
@@ -76,9 +76,71 @@ def playbook_check(file: Path = typer.Argument(..., help="A playbook YAML file."
                f"{len(pb.noise)} noise, {len(pb.prefixes)} prefixes")
 
 
+bench_app = typer.Typer(no_args_is_help=True, help="Measure the harness (figures, not tests).")
+app.add_typer(bench_app, name="bench")
+
+
+@app.command()
+def trust(
+    host: str = typer.Argument(..., help="Host name or ~/.ssh/config alias."),
+    ssh_config: Optional[str] = typer.Option(None, "--ssh-config", help="ssh config file (default ~/.ssh/config)."),
+    known_hosts: Optional[str] = typer.Option(None, "--known-hosts", help="known_hosts file (default from the config)."),
+) -> None:
+    """Fetch HOST's key and add it to known_hosts (a changed key is refused)."""
+    import asyncio
+
+    from .remote.hostkeys import trust as trust_host
+
+    typer.echo(asyncio.run(trust_host(host, ssh_config=ssh_config, known_hosts=known_hosts)))
+
+
+@app.command()
+def doctor(spec: Path = typer.Argument(..., help="The run spec (harness.yaml).")) -> None:
+    """Check a spec: SSH, host key, workdir, git, python, the launch script. Exit 1 if any fails."""
+    import asyncio
+
+    from .remote.doctor import doctor as run_checks
+    from .spec import load_spec
+
+    checks = asyncio.run(run_checks(load_spec(spec)))
+    for c in checks:
+        typer.echo(f"{'✓' if c.ok else '✗'} {c.name}: {c.detail}")
+    if not all(c.ok for c in checks):
+        raise typer.Exit(1)
+
+
+@bench_app.command("remote")
+def bench_remote(
+    host: str = typer.Option(..., "--host", help="Host name or ~/.ssh/config alias."),
+    transport: str = typer.Option("asyncssh", "--transport", help="asyncssh | paramiko | local."),
+    ssh_config: Optional[str] = typer.Option(None, "--ssh-config", help="ssh config file (default ~/.ssh/config)."),
+    known_hosts: Optional[str] = typer.Option(None, "--known-hosts", help="known_hosts file."),
+    n: int = typer.Option(300, "-n", min=2, help="Timed repetitions per operation."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """p50/p95 of run `true`, read 4 KB, stat, a channel per command, and follow latency."""
+    import asyncio
+
+    from .remote.latency import bench
+    from .remote.transport import HostSpec
+
+    if transport not in ("asyncssh", "paramiko", "local"):
+        raise BadInput(f"unknown transport {transport!r}; use asyncssh, paramiko or local")
+    out = asyncio.run(bench(HostSpec(host, transport=transport, ssh_config=ssh_config, known_hosts=known_hosts), n))
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+        return
+    for op, st in {**out["ops"], **out["baseline"]}.items():
+        typer.echo(f"{op:28} p50 {st['p50_ms']:8.2f} ms   p95 {st['p95_ms']:8.2f} ms")
+    fl = out["follow_latency_ms"]
+    typer.echo(f"{'follow latency':28} p50 {fl['p50']:8.2f} ms   p95 {fl['p95']:8.2f} ms")
+
+
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)  # not standalone: our errors are printed our way
+        if isinstance(rc, int) and rc:
+            raise SystemExit(rc)
     except HarnessError as e:
         sys.stderr.write(f"error: {e}\n")
         raise SystemExit(2) from None

@@ -46,3 +46,7 @@ class CommandFailed(HarnessError):
 
 class CommandTimeout(CommandFailed):
     """The command ran past its timeout and was killed; `result` holds the output until then."""
+
+
+class SpecError(PlaybookError):
+    """A run spec (harness.yaml) is invalid; the message names the file, the line and the field."""

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .patterns import Matchers
+from .yamlfile import Loader, load_model, node_line
 from .chain import CATEGORIES, STAGES
 from .errors import PlaybookError
 
@@ -140,25 +141,6 @@ def shipped_names() -> list[str]:
     return sorted(p.stem for p in shipped_dir().glob("*.yaml"))
 
 
-def _node_line(node: yaml.Node | None, loc: tuple) -> int | None:
-    """Line (1-based) of the YAML node at a pydantic error location, as deep as it resolves."""
-    line = node.start_mark.line + 1 if node is not None else None
-    for key in loc:
-        if isinstance(node, yaml.MappingNode):
-            nxt = next((v for k, v in node.value if k.value == key), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            nxt = node.value[key]
-        else:
-            nxt = None
-        if nxt is None:
-            break
-        node, line = nxt, nxt.start_mark.line + 1
-    return line
-
-
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
-
-
 def read_file(path: Path) -> PlaybookFile:
     """Parse and validate one playbook file (no `extends:` resolution); cached per mtime."""
     try:
@@ -169,31 +151,11 @@ def read_file(path: Path) -> PlaybookFile:
 
 @functools.lru_cache(maxsize=256)
 def _read_cached(name: str, _mtime_ns: int) -> PlaybookFile:
-    try:
-        text = Path(name).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise PlaybookError(name, None, "", f"cannot read: {e}") from None
-    try:
-        data = yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise PlaybookError(name, mark.line + 1 if mark else None, "", f"not valid YAML: {getattr(e, 'problem', e)}") from None
-    if not isinstance(data, dict):
-        raise PlaybookError(name, 1, "", "a playbook is a YAML mapping (name:, stages:, signatures:, …)")
-    try:
-        pb = PlaybookFile.model_validate(data)
-    except ValidationError as e:
-        node = yaml.compose(text, Loader=_Loader)  # only now: line numbers for the message
-        err = e.errors()[0]
-        loc = tuple(x for x in err["loc"] if x not in ("function-after[_backed(), Pattern]",))
-        loc = tuple(x for x in loc if not (isinstance(x, str) and x.startswith(("function-", "literal["))))
-        field_name = ".".join(str(x) for x in loc) or "(top)"
-        msg = err["msg"].removeprefix("Value error, ")
-        raise PlaybookError(name, _node_line(node, loc), field_name, msg) from None
+    pb = load_model(Path(name), PlaybookFile, "playbook (name:, stages:, signatures:, …)")
     stem = Path(name).stem
     if pb.name != stem:
-        raise PlaybookError(name, _node_line(yaml.compose(text, Loader=_Loader), ("name",)), "name",
-                            f"must equal the file name {stem!r}")
+        node = yaml.compose(Path(name).read_text(encoding="utf-8"), Loader=Loader)
+        raise PlaybookError(name, node_line(node, ("name",)), "name", f"must equal the file name {stem!r}")
     return pb
 
 

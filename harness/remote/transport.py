@@ -64,16 +64,21 @@ class HostSpec:
 
 @runtime_checkable
 class Transport(Protocol):
-    """One host. Commands run through `/bin/sh -c` in `cwd` (default: the login directory)
-    with `env` added to the environment."""
+    """One host. Commands run through `/bin/sh -c` in `cwd` (default: the login directory;
+    relative paths of files are relative to it too) with `env` added to the environment and
+    an empty stdin. A missing `cwd` is a failed result, not an exception. A command that
+    leaves a background process holding its stdout keeps `run` waiting: detach with output
+    redirected (the Launcher does). FileStat.mode is the full st_mode; over SFTP, mtime has
+    whole seconds."""
 
     name: str
 
     async def run(self, cmd: str, *, timeout: float | None = None, check: bool = False,
                   env: dict[str, str] | None = None, cwd: str | None = None) -> CommandResult:
-        """Run a command. On timeout the command is killed and the result keeps the partial
-        output (`timed_out=True`); with `check=True` a failure raises CommandFailed /
-        CommandTimeout carrying that result."""
+        """Run a command. On timeout (or if the caller cancels) the command's whole process
+        group is killed (TERM, then KILL) and the result keeps the partial output
+        (`timed_out=True`, `returncode=None`); with `check=True` a failure raises
+        CommandFailed / CommandTimeout carrying that result."""
         ...
 
     async def read(self, path: str, offset: int = 0, size: int | None = None) -> bytes:
@@ -81,7 +86,9 @@ class Transport(Protocol):
         ...
 
     async def write(self, path: str, data: bytes, mode: int | None = None) -> None:
-        """Write a whole file atomically (a temp file beside it, then rename)."""
+        """Write a whole file atomically (a temp file beside it, then rename). `mode=None`
+        keeps the mode of the file replaced (a patched script stays executable); a new file
+        gets the default. A missing parent directory raises FileNotFoundError."""
         ...
 
     async def stat(self, path: str) -> FileStat | None:

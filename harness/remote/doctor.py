@@ -1,0 +1,54 @@
+"""`harness doctor SPEC`: can this spec run? One clear line per check."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from ..errors import TransportError
+from .transport import connect
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def script_paths(command: str) -> list[str]:
+    """Files the launch command names (`bash scripts/run.sh`, `python -m x` names none)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return []
+    return [w for w in words[:3] if not w.startswith("-") and "=" not in w
+            and (w.endswith((".sh", ".py", ".bash")) or ("/" in w and not w.startswith("/usr/") and "." in w))]
+
+
+async def doctor(spec) -> list[Check]:
+    """Run the checks of a RunSpec in order; stop after the connection if it fails."""
+    hs = spec.host_spec()
+    try:
+        t = await connect(hs)
+    except TransportError as e:  # unreachable, auth, unknown or changed host key: the message says what to do
+        return [Check("ssh", False, str(e))]
+    checks = [Check("ssh", True, f"connected to {spec.host} over {t.name}; host key verified")]
+    try:
+        w = shlex.quote(spec.workdir)
+        r = await t.run(f"test -d {w} || exit 3; cd {w} && f=$(mktemp .harness-doctor.XXXXXX) && rm -f \"$f\"",
+                        timeout=20)
+        checks.append(Check("workdir", r.ok, f"{spec.workdir} is writable" if r.ok else
+                            f"{spec.workdir} does not exist on {spec.host}; create it or fix `workdir:`"
+                            if r.returncode == 3 else f"{spec.workdir} is not writable: {r.tail(2)}"))
+        for tool, probe in (("git", "git --version"), ("python", "python3 --version || python --version")):
+            r = await t.run(probe, timeout=20)
+            checks.append(Check(tool, r.ok, (r.stdout + r.stderr).strip().splitlines()[0] if r.ok else
+                                f"{tool} not found on {spec.host}; install it or put it on PATH"))
+        for path in script_paths(spec.launch.command):
+            r = await t.run(f"cd {w} && test -f {shlex.quote(path)}", timeout=20)
+            checks.append(Check("launch", r.ok, f"{path} exists" if r.ok else
+                                f"{path} (from `launch.command`) not found in {spec.workdir}"))
+    finally:
+        await t.close()
+    return checks

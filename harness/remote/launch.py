@@ -1,0 +1,270 @@
+"""Detached runs on a host, all through a Transport (so the same code works locally and over SSH).
+
+    launcher = Launcher(transport)
+    h = await launcher.launch("bash train.sh", workdir="/w", unset=PROXY_VARS)
+    st = await launcher.poll(h)                  # RunStatus(alive, exit_code, started, ended)
+    cpu = await launcher.cpu_activity(h)         # a silent run: compiling, or hung?
+    rep = await launcher.stop(h, cleanup=["ray stop --force"])
+
+Everything about one run lives in `<workdir>/.harness/runs/<run-id>/`, so a new controller finds
+it again by id (`find`); follow `handle.log_path` with `follow.py`:
+
+    cmd          the command, run by bash (sh where there is no bash) in the workdir
+    wrapper.sh   the detached supervisor: starts start.sh, waits, writes exit_code and ended
+    start.sh     leader of the run's own session and group: writes its state, execs cmd
+    run.log      the run's stdout and stderr, appended (the name is `log_name`)
+    wrapper.log  the supervisor's own errors
+    pid pgid started boot_id exit_code ended log_name    one value each, written atomically
+
+Every process of a run carries HARNESS_RUN_ID=<id> in its environment, so processes that left
+its process group (setsid, daemonising Ray workers) are still found, measured and stopped.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import shlex
+import time
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from ..errors import BadInput, CommandFailed, HarnessError
+from . import procs
+from .procs import MARKER, StopReport, shell_vars
+from .transport import CommandResult, Transport
+
+RUNS = ".harness/runs"
+PROXY_VARS = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+
+# Write one small file atomically (temp file, then rename): a reader never sees half a value.
+PUT = 'put() { printf "%s\\n" "$2" > "$RD/.$1.tmp" && mv -f "$RD/.$1.tmp" "$RD/$1"; }\n'
+
+# The supervisor. It runs detached (setsid nohup, every fd redirected) so it outlives the
+# controller's connection, and it stays the run's parent so it can record how the run ended.
+# The run gets its own session and group (setsid), apart from the supervisor, so stop() can
+# signal the whole tree without killing the one process that writes exit_code.
+WRAPPER = PUT + r'''
+cd "$WD" || { put exit_code 127; put ended "$(date +%s)"; exit 1; }
+setsid sh "$RD/start.sh" </dev/null >>"$RD/$LOG" 2>&1 &
+wait $!
+put exit_code $?
+put ended "$(date +%s)"
+'''
+
+# The run's session leader, so $$ is both its pid and its pgid. boot_id: after a reboot an old
+# pid may belong to another process. pid is written last: launch() waits for it, and then the
+# others exist too. bash when there is one: launch scripts often `source` a toolkit's env.
+START = PUT + r'''
+put pgid $$
+put started "$(date +%s)"
+put boot_id "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"
+put pid $$
+sh=$(command -v bash || echo /bin/sh)
+exec env @ENV@ "$sh" "$RD/cmd"
+'''
+
+# A run is alive when it has a pid, no exit_code, and that pid still exists in this boot.
+ALIVE = r'''
+alive() {
+  [ -s "$1/pid" ] && [ ! -e "$1/exit_code" ] || return 1
+  [ "$(cat "$1/boot_id" 2>/dev/null)" = "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" ] || return 1
+  kill -0 "$(cat "$1/pid")" 2>/dev/null
+}
+'''
+
+# Refuse a second run beside a live one (they would fight over the accelerators), then claim
+# the run directory (mkdir fails when the id is taken). Prints the absolute workdir.
+CLAIM = ALIVE + r'''
+cd "$WD" || exit 4
+for d in .harness/runs/*/; do
+  d=${d%/}; alive "$d" && { echo "${d##*/} $(cat "$d/pid")"; exit 3; }
+done
+mkdir -p .harness/runs && mkdir -m 700 ".harness/runs/$ID" || exit 5
+printf '%s\n' "$LOG" > ".harness/runs/$ID/log_name" && pwd -P
+'''
+
+# Start the supervisor detached from this command's session and fds, then wait (bounded) for
+# the run to write its pid: one round trip, and launch returns as soon as the run exists.
+DETACH = r'''
+cd "$RD" || exit 4
+setsid nohup sh wrapper.sh </dev/null >>wrapper.log 2>&1 &
+i=0
+while [ ! -s pid ] && [ ! -e exit_code ] && [ $i -lt $TRIES ]; do sleep 0.05; i=$((i+1)); done
+[ -s pid ]
+'''
+
+STATUS = ALIVE + r'''
+cd "$RD" 2>/dev/null || exit 4
+echo "dir=$(pwd -P)"
+for f in pid pgid started exit_code ended log_name; do [ -s $f ] && echo "$f=$(cat $f)"; done
+alive . && echo alive=1
+true
+'''
+
+# After a stop: give the supervisor a moment (bounded) to record how the run ended.
+ENDED = 'i=0; while [ ! -e "$RD/exit_code" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done\n'
+
+
+class RunActive(HarnessError):
+    """Another run is alive in the same workdir; stop it (or wait) before launching."""
+
+    def __init__(self, run_id: str, pid: int, workdir: str):
+        self.run_id, self.pid = run_id, pid
+        super().__init__(f"run {run_id} (pid {pid}) is still running in {workdir}; stop it first")
+
+
+class LaunchFailed(HarnessError):
+    """The run did not start: its pid never appeared."""
+
+
+@dataclass(frozen=True)
+class RunHandle:
+    run_id: str
+    workdir: str  # absolute, on the host
+    pid: int | None
+    pgid: int | None
+    started: float | None
+    log_name: str = "run.log"
+
+    @property
+    def run_dir(self) -> str:
+        return f"{self.workdir}/{RUNS}/{self.run_id}"
+
+    @property
+    def log_path(self) -> str:
+        return f"{self.run_dir}/{self.log_name}"
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    alive: bool
+    exit_code: int | None
+    started: float | None
+    ended: float | None
+
+
+class RunLauncher(Protocol):
+    """What the controller needs of a launcher (this detached-process one; Ray Jobs, Slurm)."""
+
+    async def launch(self, cmd: str, *, workdir: str, run_id: str | None = None,
+                     env: dict[str, str] | None = None, unset: Sequence[str] = (),
+                     log_name: str = "run.log") -> RunHandle: ...
+    async def find(self, workdir: str, run_id: str) -> RunHandle | None: ...
+    async def poll(self, handle: RunHandle) -> RunStatus: ...
+    async def stop(self, handle: RunHandle, grace: float = 10, cleanup: Sequence[str] = ()) -> StopReport: ...
+    async def cpu_activity(self, handle: RunHandle, interval: float = 1.0) -> dict: ...
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def _rel(path: str) -> str:
+    """`~/x` as `x`: relative paths start at the login directory, as over SSH."""
+    return (path[2:] or ".") if path == "~" or path.startswith("~/") else path
+
+
+def _num(s: str | None, kind=int):
+    try:
+        return kind(s) if s not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def _env_args(run_id: str, env: dict[str, str], unset: Sequence[str]) -> str:
+    for name in [*env, *unset]:
+        if not _NAME.match(name):
+            raise BadInput(f"{name!r} is not an environment variable name")
+    args = [f"-u {n}" for n in unset] + [f"{MARKER}={run_id}"]
+    return " ".join(args + [f"{k}={shlex.quote(v)}" for k, v in env.items()])
+
+
+class Launcher:
+    """Runs as detached process groups with a run dir, through one Transport."""
+
+    def __init__(self, transport: Transport, *, start_timeout: float = 30.0, timeout: float = 60.0):
+        self.t, self.start_timeout, self.timeout = transport, start_timeout, timeout
+
+    async def _sh(self, script: str, timeout: float | None = None, **kv) -> CommandResult:
+        return await self.t.run(shell_vars(**kv) + script, timeout=timeout or self.timeout)
+
+    async def launch(self, cmd: str, *, workdir: str, run_id: str | None = None,
+                     env: dict[str, str] | None = None, unset: Sequence[str] = (),
+                     log_name: str = "run.log") -> RunHandle:
+        """Start `cmd` detached in `workdir`; returns once the run has written its pid.
+        RunActive if another run of this workdir is alive."""
+        run_id = run_id or new_run_id()
+        if not _ID.match(run_id) or not _ID.match(log_name):
+            raise BadInput(f"run id {run_id!r} and log name {log_name!r} must be plain file names")
+        env_args = _env_args(run_id, env or {}, list(unset))
+        wd = await self._claim(workdir, run_id, log_name)
+        rd = f"{wd}/{RUNS}/{run_id}"
+        head = "#!/bin/sh\n" + shell_vars(RD=rd, WD=wd, LOG=log_name, ID=run_id)
+        await self.t.write(f"{rd}/cmd", cmd.rstrip("\n").encode() + b"\n", mode=0o600)
+        await self.t.write(f"{rd}/start.sh", (head + START.replace("@ENV@", env_args)).encode(), mode=0o700)
+        await self.t.write(f"{rd}/wrapper.sh", (head + WRAPPER).encode(), mode=0o700)
+        tries = max(1, int(self.start_timeout / 0.05))
+        await self._sh(DETACH, timeout=self.start_timeout + 30, RD=rd, TRIES=tries)
+        handle = await self.find(wd, run_id)
+        if handle is None or handle.pid is None:
+            raise LaunchFailed(f"run {run_id} did not start within {self.start_timeout:g}s: "
+                               f"see {rd}/wrapper.log and {rd}/{log_name}")
+        return handle
+
+    async def _claim(self, workdir: str, run_id: str, log_name: str) -> str:
+        r = await self._sh(CLAIM, WD=_rel(workdir), ID=run_id, LOG=log_name)
+        if r.returncode == 3:
+            other, pid = r.stdout.split()[:2]
+            raise RunActive(other, int(pid), workdir)
+        if r.returncode == 4:
+            raise BadInput(f"workdir {workdir} does not exist on {self.t.name}")
+        if r.returncode == 5:
+            raise BadInput(f"run id {run_id} is already used in {workdir}; choose another")
+        if not r.ok:
+            raise CommandFailed(r)
+        return r.stdout.strip().splitlines()[-1]
+
+    async def _status(self, run_dir: str) -> dict[str, str] | None:
+        r = await self._sh(STATUS, RD=run_dir)
+        if r.returncode == 4:
+            return None
+        if not r.ok:
+            raise CommandFailed(r)
+        return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+
+    async def find(self, workdir: str, run_id: str) -> RunHandle | None:
+        """The run `run_id` in `workdir` (left by this or an earlier controller), or None."""
+        if not _ID.match(run_id):
+            raise BadInput(f"run id {run_id!r} must be a plain file name")
+        s = await self._status(f"{_rel(workdir)}/{RUNS}/{run_id}")
+        if s is None:
+            return None
+        workdir = s["dir"].rsplit(f"/{RUNS}/", 1)[0]
+        return RunHandle(run_id, workdir, _num(s.get("pid")), _num(s.get("pgid")),
+                         _num(s.get("started"), float), s.get("log_name") or "run.log")
+
+    async def poll(self, handle: RunHandle) -> RunStatus:
+        s = await self._status(handle.run_dir) or {}
+        return RunStatus("alive" in s, _num(s.get("exit_code")), _num(s.get("started"), float),
+                         _num(s.get("ended"), float))
+
+    async def stop(self, handle: RunHandle, grace: float = 10, cleanup: Sequence[str] = ()) -> StopReport:
+        """TERM the run's processes, KILL them after `grace` s, run `cleanup` in the workdir,
+        then kill whatever of the run is still there. `report.survivors` should be empty."""
+        if handle.pgid is None:  # a handle found before the run wrote its state
+            handle = await self.find(handle.workdir, handle.run_id) or handle
+        report = StopReport()
+        await procs.terminate(self.t, handle.pgid, handle.run_id, grace, report)
+        for cmd in cleanup:
+            report.cleanup.append(await self.t.run(cmd, cwd=handle.workdir, timeout=self.timeout))
+        await procs.sweep(self.t, handle.pgid, handle.run_id, report)
+        await self._sh(ENDED, RD=handle.run_dir)
+        return report
+
+    async def cpu_activity(self, handle: RunHandle, interval: float = 1.0) -> dict:
+        """CPU seconds the run's processes used over `interval` s, and how many there are:
+        a silent run that still burns CPU is compiling, not hung."""
+        return await procs.cpu_activity(self.t, handle.pgid, handle.run_id, interval)

@@ -1,0 +1,115 @@
+"""The processes of one run on a host, found, signalled and measured through a Transport.
+
+A run's processes are those in its process group, and those that left it (setsid, daemonising
+Ray workers) but carry the run's marker `HARNESS_RUN_ID=<id>` in their environment. Each
+operation is one shell command (one round trip over SSH) reading /proc, so it needs Linux and
+nothing installed beyond sh, grep and sort.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from ..errors import CommandFailed
+from .transport import CommandResult, Transport
+
+MARKER = "HARNESS_RUN_ID"
+
+# members: the run's live processes. Zombies are skipped (nothing to stop; their environ is
+# empty). Unreadable /proc entries (other users' processes, processes just gone) are ignored.
+MEMBERS = r'''
+members() {
+  { for f in /proc/[0-9]*/stat; do
+      read -r l < "$f" || continue
+      set -- ${l##*) }
+      [ "$1" != Z ] && [ "$3" = "$PGID" ] && { f=${f#/proc/}; echo "${f%/stat}"; }
+    done
+    grep -lzxF "$MARKER=$ID" /proc/[0-9]*/environ | sed 's#^/proc/##; s#/environ$##'
+  } 2>/dev/null | sort -un
+}
+'''
+
+# signal SIG: to the whole group at once (nothing forks past it), then to every member,
+# escapees included; prints "SIG pid" for each process reached. settle N: wait, bounded
+# (N tenths of a second), until no member is left.
+SIGNAL = MEMBERS + r'''
+signal() {
+  pids=$(members)
+  [ -n "$PGID" ] && kill -"$1" -- -"$PGID" 2>/dev/null
+  for p in $pids; do kill -"$1" "$p" 2>/dev/null && echo "$1 $p"; done
+}
+settle() { i=0; while [ -n "$(members)" ] && [ $i -lt "$1" ]; do sleep 0.1; i=$((i+1)); done; }
+'''
+TERMINATE = SIGNAL + 'signal TERM; settle "$TRIES"; signal KILL; settle 50\n'
+SWEEP = SIGNAL + '''signal KILL; settle 50; echo "left $(members | tr '\\n' ' ')"\n'''
+
+# CPU ticks of the run's processes, sampled twice INTERVAL apart in one command. Fields 14-17
+# of /proc/PID/stat are utime stime cutime cstime; the last two hold children already reaped,
+# so a short-lived compiler process that ends between the samples is not lost.
+CPU = MEMBERS + r'''
+snap() {
+  t=0; n=0
+  for p in $(members); do
+    read -r l < "/proc/$p/stat" || continue
+    set -- ${l##*) }; t=$((t + ${12} + ${13} + ${14} + ${15})); n=$((n + 1))
+  done
+  echo "$t $n"
+}
+snap 2>/dev/null; sleep "$INTERVAL"; snap 2>/dev/null; getconf CLK_TCK 2>/dev/null || echo 100
+'''
+
+
+@dataclass
+class StopReport:
+    """Pids that got TERM, pids that needed KILL, the cleanup results, and what survived."""
+
+    terminated: list[int] = field(default_factory=list)
+    killed: list[int] = field(default_factory=list)
+    cleanup: list[CommandResult] = field(default_factory=list)
+    survivors: list[int] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.survivors and all(r.ok for r in self.cleanup)
+
+    def add(self, output: str) -> None:
+        """Take in the "TERM pid", "KILL pid" and "left pid..." lines of the scripts above."""
+        lists = {"TERM": self.terminated, "KILL": self.killed, "left": self.survivors}
+        for line in output.splitlines():
+            word, _, rest = line.partition(" ")
+            lists.get(word, []).extend(int(p) for p in rest.split() if p.isdigit())
+
+
+def shell_vars(**kv) -> str:
+    """Shell assignments that parameterise a constant script."""
+    return "".join(f"{k}={shlex.quote(str(v))}\n" for k, v in kv.items())
+
+
+def _vars(pgid: int | None, run_id: str, **kv) -> str:
+    return shell_vars(MARKER=MARKER, PGID=pgid or "", ID=run_id, **kv)
+
+
+async def terminate(t: Transport, pgid: int | None, run_id: str, grace: float, report: StopReport) -> None:
+    """TERM every process of the run, wait up to `grace` s for them to go, KILL the rest."""
+    r = await t.run(_vars(pgid, run_id, TRIES=max(1, int(grace * 10))) + TERMINATE, timeout=grace + 60)
+    report.add(r.stdout)
+
+
+async def sweep(t: Transport, pgid: int | None, run_id: str, report: StopReport) -> None:
+    """KILL whatever of the run is (still, or again) there; record what could not be killed."""
+    r = await t.run(_vars(pgid, run_id) + SWEEP, timeout=60)
+    if "left" not in r.stdout:
+        raise CommandFailed(r)
+    report.add(r.stdout)
+    report.killed = sorted(set(report.killed))
+
+
+async def cpu_activity(t: Transport, pgid: int | None, run_id: str, interval: float = 1.0) -> dict:
+    """CPU seconds the run's processes used over `interval` s, and how many there are now."""
+    r = await t.run(_vars(pgid, run_id, INTERVAL=interval) + CPU, timeout=interval + 60)
+    words = r.stdout.split()
+    if not r.ok or len(words) < 5:
+        raise CommandFailed(r)
+    t0, _, t1, n, hz = (int(x) for x in words[:5])
+    return {"cpu_seconds": max(0, t1 - t0) / (hz or 100), "processes": n, "interval": interval}

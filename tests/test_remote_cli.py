@@ -1,0 +1,74 @@
+"""`harness doctor`, `harness trust` and `harness bench remote` through the real sshd lab."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def harness(*args):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=180)
+
+
+def spec_file(tmp_path, lab, workdir, known_hosts=None, command="bash scripts/run.sh"):
+    p = tmp_path / "harness.yaml"
+    p.write_text(f"host: box\nssh_config: {lab.ssh_config}\nknown_hosts: {known_hosts or lab.known_hosts}\n"
+                 f"workdir: {workdir}\nlaunch:\n  command: {command}\n  unset: [http_proxy]\n")
+    return p
+
+
+def test_doctor_passes_a_good_spec_line_by_line(ssh_lab, tmp_path):
+    work = tmp_path / "work"
+    (work / "scripts").mkdir(parents=True)
+    (work / "scripts" / "run.sh").write_text("echo run\n")
+    r = harness("doctor", spec_file(tmp_path, ssh_lab, work))
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert [ln.split(":")[0] for ln in lines] == ["✓ ssh", "✓ workdir", "✓ git", "✓ python", "✓ launch"]
+
+
+def test_doctor_names_what_is_wrong(ssh_lab, tmp_path):
+    r = harness("doctor", spec_file(tmp_path, ssh_lab, tmp_path / "missing"))
+    assert r.returncode == 1
+    assert "✗ workdir:" in r.stdout and "does not exist" in r.stdout and "Traceback" not in r.stderr
+    work = tmp_path / "w2"
+    work.mkdir()
+    r = harness("doctor", spec_file(tmp_path, ssh_lab, work, command="python train.py"))
+    assert r.returncode == 1 and "✗ launch: train.py" in r.stdout
+
+
+def test_unknown_host_then_trust_then_doctor(ssh_lab, tmp_path):
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    work = tmp_path / "work"
+    (work / "scripts").mkdir(parents=True)
+    (work / "scripts" / "run.sh").write_text("echo run\n")
+    spec = spec_file(tmp_path, ssh_lab, work, known_hosts=empty)
+    r = harness("doctor", spec)
+    assert r.returncode == 1 and "✗ ssh:" in r.stdout and "harness trust" in r.stdout and "SHA256:" in r.stdout
+    r = harness("trust", "box", "--ssh-config", ssh_lab.ssh_config, "--known-hosts", empty)
+    assert r.returncode == 0 and "trusted box" in r.stdout, r.stderr
+    assert harness("doctor", spec).returncode == 0
+
+
+def test_bench_remote_prints_the_documented_json(ssh_lab):
+    r = harness("bench", "remote", "--host", "box", "--ssh-config", ssh_lab.ssh_config,
+                "--known-hosts", ssh_lab.known_hosts, "-n", "5", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["transport"] == "asyncssh"
+    for op in ("run_true", "read_4k", "stat"):
+        assert out["ops"][op]["p50_ms"] > 0 and out["ops"][op]["p95_ms"] >= out["ops"][op]["p50_ms"]
+    assert out["baseline"]["exec_channel_per_command"]["p50_ms"] > 0
+    assert out["follow_latency_ms"]["p50"] > 0
+
+
+def test_bad_spec_is_one_line_with_file_line_and_field(tmp_path):
+    p = tmp_path / "harness.yaml"
+    p.write_text("host: box\nworkdir: relative/dir\nlaunch: {command: x}\n")
+    r = harness("doctor", p)
+    assert r.returncode == 2 and r.stderr.strip() == (
+        f"error: {p}:2: workdir: workdir must be an absolute path on the host, got 'relative/dir'")
