@@ -72,3 +72,27 @@ def test_bad_spec_is_one_line_with_file_line_and_field(tmp_path):
     r = harness("doctor", p)
     assert r.returncode == 2 and r.stderr.strip() == (
         f"error: {p}:2: workdir: workdir must be an absolute path on the host, got 'relative/dir'")
+
+
+def test_preflight_reports_a_port_in_use_and_probes_devices(ssh_lab, tmp_path):
+    import socket
+
+    work = tmp_path / "work"
+    (work / "scripts").mkdir(parents=True)
+    (work / "scripts" / "run.sh").write_text("echo run\n")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        p = spec_file(tmp_path, ssh_lab, work)
+        p.write_text(p.read_text() + f"preflight: {{ports: [{port}], device_memory_gb: 10}}\n")
+        r = harness("doctor", p)
+    assert r.returncode == 1
+    assert f"✗ ports: port(s) {port} in use" in r.stdout
+    assert "devices:" in r.stdout  # probed, or said why not (no npu-smi / nvidia-smi here)
+
+
+def test_busy_ports_parses_proc_net_tcp_hex():
+    from harness.remote.preflight import busy_ports
+
+    assert busy_ports("1F90 0050\n18EB", [8080, 80, 6379, 22]) == [8080, 80, 6379]

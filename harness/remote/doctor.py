@@ -45,6 +45,9 @@ async def doctor(spec) -> list[Check]:
             r = await t.run(probe, timeout=20)
             checks.append(Check(tool, r.ok, (r.stdout + r.stderr).strip().splitlines()[0] if r.ok else
                                 f"{tool} not found on {spec.host}; install it or put it on PATH"))
+        from .preflight import preflight
+
+        checks += await preflight(t, spec.preflight)
         for path in script_paths(spec.launch.command):
             r = await t.run(f"cd {w} && test -f {shlex.quote(path)}", timeout=20)
             checks.append(Check("launch", r.ok, f"{path} exists" if r.ok else
