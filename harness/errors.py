@@ -3,7 +3,15 @@ message is one line saying what is wrong and what to do; the CLI prints it and e
 
     HarnessError
     ├── BadInput          a log path, option or value the user gave is unusable
-    └── PlaybookError     a playbook file is invalid (names the file, the line and the field)
+    ├── PlaybookError     a playbook file is invalid (names the file, the line and the field)
+    │   └── SpecError     a run spec (harness.yaml) is invalid (the same)
+    ├── TransportError    the host cannot be reached or used (connection, auth, SFTP)
+    │   └── HostKeyError  an unknown host key (with its fingerprint and `harness trust HOST`)
+    │                     or a changed one (always refused)
+    ├── CommandFailed     a command run with check=True failed (command, status, last lines)
+    │   └── CommandTimeout   it ran out of time; the partial output is kept
+    ├── RunActive         a run is still alive in the workdir (harness.remote.launch)
+    └── LaunchFailed      a launched run never started (harness.remote.launch)
 """
 
 from __future__ import annotations
