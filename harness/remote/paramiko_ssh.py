@@ -37,7 +37,7 @@ from ..errors import BadInput, CommandFailed, CommandTimeout, HostKeyError, Tran
 from . import hostkeys
 from .transport import CommandResult, FileStat, HostSpec
 
-POOL_IDLE, MAX_CHANNELS = 4, 8  # idle shells kept; concurrent commands (sshd MaxSessions is 10)
+POOL_IDLE, MAX_CHANNELS = 8, 8  # shells kept open; concurrent commands (sshd MaxSessions is 10)
 KILL_GRACE = 2.0  # seconds between TERM and KILL
 _NET = (OSError, EOFError, paramiko.SSHException)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

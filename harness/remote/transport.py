@@ -67,9 +67,10 @@ class Transport(Protocol):
     """One host. Commands run through `/bin/sh -c` in `cwd` (default: the login directory;
     relative paths of files are relative to it too) with `env` added to the environment and
     an empty stdin. A missing `cwd` is a failed result, not an exception. A command that
-    leaves a background process holding its stdout keeps `run` waiting: detach with output
-    redirected (the Launcher does). FileStat.mode is the full st_mode; over SFTP, mtime has
-    whole seconds."""
+    leaves a background process holding its stdout is undefined: locally `run` waits for it,
+    over SSH it returns and later output may be dropped; detach with output redirected (the
+    Launcher does). A command killed by a signal reports 128+N over SSH, -N locally.
+    FileStat.mode is the full st_mode; over SFTP, mtime has whole seconds."""
 
     name: str
 
