@@ -41,8 +41,8 @@ class Sshd:
     def start(self, client_pub: str, client_key: Path) -> "Sshd":
         self.root.mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port()
-        hostkey = self.root / "host_ed25519"
-        self.host_pub = keygen(hostkey)
+        hostkey = self.root / "host_ed25519"  # kept across a restart: same host, same key
+        self.host_pub = Path(f"{hostkey}.pub").read_text().strip() if hostkey.exists() else keygen(hostkey)
         self.client_key = client_key
         (self.root / "authorized_keys").write_text(client_pub + "\n")
         Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation directory

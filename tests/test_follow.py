@@ -163,3 +163,36 @@ def test_follow_survives_20_killed_ssh_sessions_byte_for_byte(ssh_lab, tmp_path,
     got, kills = arun(asyncio.wait_for(go(), 120))
     assert kills == 20
     assert got == log.read_bytes() and len(got) > 100_000
+
+
+def test_follow_hosts_merges_two_hosts_and_survives_an_sshd_restart(ssh_lab, tmp_path):
+    pytest.importorskip("harness.remote.ssh")
+    from harness.remote.follow import follow_hosts
+    from harness.remote.transport import HostSpec
+
+    specs = [HostSpec(alias, ssh_config=str(ssh_lab.ssh_config), known_hosts=str(ssh_lab.known_hosts))
+             for alias in ("box", "jump")]
+    logs = [tmp_path / "box.log", tmp_path / "jump.log"]
+    for p in logs:
+        p.write_bytes(b"first\n")
+    box = ssh_lab.servers["box"]
+
+    async def go():
+        stop, seen = asyncio.Event(), []
+        async for spec, chunk in follow_hosts([(specs[0], [Cursor(str(logs[0]))]), (specs[1], [Cursor(str(logs[1]))])],
+                                              interval=0.02, stop=stop, backoff=(0.02, 0.2)):
+            seen.append((spec.host, chunk.data))
+            if len(seen) == 2:  # both hosts delivered: restart box's sshd (daemon and sessions die)
+                for pid in _session_pids(box.proc.pid):
+                    os.kill(pid, 9)
+                box.stop()
+                box.start(open(f"{ssh_lab.client_key}.pub").read().strip(), ssh_lab.client_key)  # same port, same key
+                with open(logs[0], "ab") as fh:
+                    fh.write(b"after restart\n")
+            if len(seen) == 3:
+                stop.set()
+        return seen
+
+    seen = arun(asyncio.wait_for(go(), 60))
+    assert sorted(seen[:2]) == [("box", b"first\n"), ("jump", b"first\n")]
+    assert seen[2] == ("box", b"after restart\n")

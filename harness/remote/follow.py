@@ -117,3 +117,37 @@ async def _close(t) -> None:
             await t.close()
         except Exception:  # noqa: BLE001 - the connection is already gone
             pass
+
+
+async def follow_hosts(hosts: list[tuple[object, list[Cursor]]], interval: float = 0.2,
+                       stop: asyncio.Event | None = None, **kw):
+    """Follow logs on several hosts at once: yields (host spec, Chunk) as they come, each host
+    on its own resilient connection (`follow_host`)."""
+    stop = stop or asyncio.Event()
+    queue: asyncio.Queue = asyncio.Queue()
+
+    async def one(spec, cursors):
+        try:
+            async for chunk in follow_host(spec, cursors, interval, stop, **kw):
+                await queue.put((spec, chunk))
+        finally:
+            await queue.put((spec, None))
+
+    tasks = [asyncio.create_task(one(spec, cursors)) for spec, cursors in hosts]
+    try:
+        open_hosts = len(tasks)
+        while open_hosts:
+            spec, chunk = await queue.get()
+            if chunk is None:
+                open_hosts -= 1
+            else:
+                yield spec, chunk
+    finally:
+        stop.set()
+        for t in tasks:
+            if not t.done():
+                t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for t in tasks:  # a host that failed for good (e.g. its host key) is the caller's to know
+            if not t.cancelled() and t.exception() is not None:
+                raise t.exception()
