@@ -14,6 +14,21 @@ from pathlib import Path
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
 
+def session(spec, body):
+    """Open a transport for `spec`, run `await body(t)`, close it; all on a fresh event loop."""
+    import asyncio
+
+    from harness.remote.transport import connect
+
+    async def go():
+        t = await connect(spec)
+        try:
+            return await body(t)
+        finally:
+            await t.close()
+    return asyncio.run(go())
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

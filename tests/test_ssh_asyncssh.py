@@ -17,22 +17,12 @@ from harness.remote import shellpool
 from harness.remote.hostkeys import fingerprint, trust
 from harness.remote.ssh import AsyncSSHTransport
 from harness.remote.transport import HostSpec, connect
+from sshd import session
 
 
 def spec(lab, host="box", known_hosts=None, **kw) -> HostSpec:
     return HostSpec(host=host, transport="asyncssh", ssh_config=str(lab.ssh_config),
                     known_hosts=str(known_hosts or lab.known_hosts), **kw)
-
-
-def session(s: HostSpec, body):
-    """Run `body(transport)` on a fresh connection, closing it afterwards."""
-    async def go():
-        t = await connect(s)
-        try:
-            return await body(t)
-        finally:
-            await t.close()
-    return asyncio.run(go())
 
 
 def host_fp(lab, alias="box") -> str:

@@ -16,6 +16,7 @@ from harness.errors import HostKeyError, TransportError
 from harness.remote import paramiko_ssh
 from harness.remote.transport import HostSpec, connect
 from sshd import free_port, keygen
+from sshd import session
 
 # alive = kill -0 succeeds and it is not a zombie (this machine's init reaps orphans late)
 ALIVE = ('for p in {pids}; do if kill -0 "$p" 2>/dev/null && '
@@ -26,17 +27,6 @@ def spec(lab, host: str = "box", **kw) -> HostSpec:
     kw.setdefault("known_hosts", str(lab.known_hosts))
     kw.setdefault("ssh_config", str(lab.ssh_config))
     return HostSpec(host=host, transport="paramiko", **kw)
-
-
-def session(s: HostSpec, body):
-    """Open a transport, run `await body(t)`, close it; all on one fresh event loop."""
-    async def main():
-        t = await connect(s)
-        try:
-            return await body(t)
-        finally:
-            await t.close()
-    return asyncio.run(main())
 
 
 def connect_error(s: HostSpec) -> Exception:
