@@ -1,0 +1,132 @@
+"""minichain's fault patches end to end: each patch, applied with `git apply` to a clean copy
+of the target, breaks the real run the way DESIGN.md's table says (failed stage, outcome,
+root-cause category), and reversing it (`git apply -R`) makes the run pass again."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.analyze import analyze_file
+from harness.chain import STAGES
+from harness.playbook import load_playbook
+from test_minichain import PROXY_VARS, TARGET, processes_of
+
+FAULTS_DIR = TARGET / "faults"
+HANG_LIMIT = 15.0  # seconds a hanging run may take before the test kills it
+
+# patch, outcome, failed stage, root-cause category, text of the root cause
+FAULTS = [
+    ("01-final-layernorms-mapping", "crash", "engine_start", "weight_mapping", "final_layernorms.0"),
+    ("02-grad-scale-func-uninitialised", "wrong_result", "actor_update", "precision_dtype", "grad_norm:nan"),
+    ("03-token-margin-2048", "crash", "completion", "length_limit", "Prompt length exceeds"),
+    ("04-speculative-config-without-mtp", "crash", "engine_start", "config_mismatch", "speculative_config"),
+    ("05-none-rounds-unfiltered", "crash", "trajectory", "data_format", "No valid rounds"),
+    ("06-reward-split-per-character", "crash", "reward", "reward_parsing", "could not convert string to float: '{'"),
+    ("07-multiturn-no-timeout-hang", "hang", "trajectory", "timeout", "timed out waiting"),
+    ("08-workers-through-proxy", "crash", "task_dispatch", "network_proxy", "Unable to connect to proxy"),
+    ("09-precision-aware-optimizer-fp16", "crash", "actor_update", "precision_dtype", "precision-aware optimizer"),
+]
+HANG_SIGN = "timed out waiting"  # the agent's watchdog line: the run is stuck, stop waiting for it
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
+
+
+def run(work: Path, log: Path, limit: float = 120.0) -> tuple[int | None, float]:
+    """Run the copy's run.sh in its own process group, log to `log`; a run still alive after
+    `limit` seconds, or once it printed HANG_SIGN, is killed (group) and returns None."""
+    env = {k: v for k, v in os.environ.items() if k not in PROXY_VARS} | {"PYTHON": sys.executable}
+    t0 = time.monotonic()
+    with log.open("w") as out:
+        proc = subprocess.Popen(["bash", str(work / "run.sh")], stdout=out, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)
+        try:
+            while True:
+                try:
+                    return proc.wait(timeout=0.2), time.monotonic() - t0
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() - t0 > limit or HANG_SIGN in log.read_text(errors="replace"):
+                        break
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return None, time.monotonic() - t0
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def analyse(log: Path):
+    """Analyse with minichain's playbook; `now` = the log's mtime + the longest stage timeout + 1,
+    so that a run gone silent counts as hung (its last line is its mtime)."""
+    pb = load_playbook("minichain")
+    now = log.stat().st_mtime + max(pb.timeouts.values()) + 1
+    verdict, _, name = analyze_file(log, playbook=pb, now=now)
+    return verdict, name
+
+
+@pytest.fixture(scope="module")
+def faulted(tmp_path_factory):
+    """name -> (exit code or None if killed, seconds, log, copy); each fault runs once."""
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            # a neutral directory name: the log's first line shows the config path, and a
+            # slug such as "multiturn-no-timeout" would match the signatures themselves
+            work = tmp_path_factory.mktemp(f"fault{name[:2]}-") / "minichain"
+            shutil.copytree(TARGET, work, ignore=shutil.ignore_patterns("__pycache__", "faults"))
+            git(work, "init", "-q")
+            git(work, "apply", str(FAULTS_DIR / f"{name}.patch"))
+            log = work.parent / "run.log"
+            code, took = run(work, log, HANG_LIMIT)
+            cache[name] = (code, took, log, work)
+        return cache[name]
+    return get
+
+
+def test_every_patch_has_a_row_and_all_apply_together(tmp_path):
+    patches = sorted(p.stem for p in FAULTS_DIR.glob("*.patch"))
+    assert patches == [f[0] for f in FAULTS]
+    work = tmp_path / "minichain"
+    shutil.copytree(TARGET, work, ignore=shutil.ignore_patterns("__pycache__", "faults"))
+    git(work, "init", "-q")
+    for name in patches:  # the README's recipe: all of them at once, in order
+        git(work, "apply", str(FAULTS_DIR / f"{name}.patch"))
+
+
+@pytest.mark.parametrize("name,outcome,stage,category,text", FAULTS, ids=[f[0] for f in FAULTS])
+def test_fault_breaks_the_run_where_expected(faulted, name, outcome, stage, category, text):
+    code, took, log, work = faulted(name)
+    verdict, pb_name = analyse(log)
+    rc = verdict["root_cause"]
+    got = (verdict["outcome"], STAGES[verdict["failed_stage"] - 1] if verdict["failed_stage"] else None,
+           rc and rc["category"])
+    assert pb_name == "minichain"
+    assert got == (outcome, stage, category), (verdict, log.read_text()[-3000:])
+    assert text in rc["text"], rc
+    if outcome == "hang":
+        assert code is None, "a hanging run must still be alive when the test stops it"
+    elif outcome == "crash":
+        assert code == 1, log.read_text()[-3000:]
+    assert processes_of(work) == []
+
+
+@pytest.mark.parametrize("name", [f[0] for f in FAULTS])
+def test_reversing_the_patch_passes_again(faulted, name):
+    _, _, _, work = faulted(name)
+    git(work, "apply", "-R", str(FAULTS_DIR / f"{name}.patch"))
+    log = work.parent / "reverted.log"
+    code, _ = run(work, log)
+    verdict, _ = analyse(log)
+    assert code == 0 and verdict["outcome"] == "pass", log.read_text()[-3000:]
+    assert verdict["last_stage_passed"] == 7
