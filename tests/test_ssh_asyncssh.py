@@ -13,7 +13,7 @@ import pytest
 from sshd import free_port, keygen
 
 from harness.errors import CommandTimeout, HostKeyError, TransportError
-from harness.remote import shellpool
+from harness.remote import procs
 from harness.remote.hostkeys import fingerprint, trust
 from harness.remote.ssh import AsyncSSHTransport
 from harness.remote.transport import HostSpec, connect
@@ -176,7 +176,7 @@ def test_timeout_kills_the_process_group(ssh_lab):
 
 
 def test_timeout_kills_a_group_that_ignores_term(ssh_lab, monkeypatch):
-    monkeypatch.setattr(shellpool, "GRACE", 0.3)
+    monkeypatch.setattr(procs, "KILL_GRACE", 0.3)  # a short grace, read when the kill command is built
 
     async def body(t):
         r = await t.run("trap '' TERM; sh -c 'trap \"\" TERM; sleep 30' & echo $!; wait", timeout=0.3)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HostKeyError, TransportError
-from harness.remote import paramiko_ssh
+from harness.remote import procs
 from harness.remote.transport import HostSpec, connect
 from sshd import free_port, keygen
 from sshd import session
@@ -169,7 +169,7 @@ def test_timeout_kills_the_remote_process_group(ssh_lab):
 
 
 def test_timeout_escalates_to_kill_when_term_is_ignored(ssh_lab, monkeypatch):
-    monkeypatch.setattr(paramiko_ssh, "KILL_GRACE", 0.3)
+    monkeypatch.setattr(procs, "KILL_GRACE", 0.3)  # a short grace, read when the kill command is built
 
     async def body(t):
         r = await t.run("trap '' TERM; echo $$; sleep 30 & echo $!; wait; wait", timeout=0.5)

@@ -35,17 +35,13 @@ import paramiko
 
 from ..errors import BadInput, CommandFailed, CommandTimeout, HostKeyError, TransportError
 from . import hostkeys
+from .procs import KILL_GRACE, kill_script
 from .transport import CommandResult, FileStat, HostSpec
 
 POOL_IDLE, MAX_CHANNELS = 8, 8  # shells kept open; concurrent commands (sshd MaxSessions is 10)
-KILL_GRACE = 2.0  # seconds between TERM and KILL
 _NET = (OSError, EOFError, paramiko.SSHException)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_KILL = ("P={pid}; alive() {{ if command -v ps >/dev/null; then ps -eo pgid=,stat= | awk -v g=$P "
-         "'$1==g && $2!~/^Z/{{f=1}} END{{exit !f}}'; else kill -0 -$P 2>/dev/null; fi; }}; "  # zombies don't count
-         "kill -TERM -$P 2>/dev/null || kill -TERM $P 2>/dev/null || exit 0; i=0; "
-         "while alive && [ $i -lt {n} ]; do sleep 0.05; i=$((i+1)); done; kill -KILL -$P 2>/dev/null; "
-         "i=0; while alive && [ $i -lt 40 ]; do sleep 0.05; i=$((i+1)); done")
+
 
 
 def _line(e: BaseException) -> str:
@@ -240,7 +236,7 @@ class ParamikoTransport:
                     self._pump(ch, f, time.monotonic() + 2, None, lambda: f.pid is not None)
                 if f.pid is not None:
                     with self._ssh.get_transport().open_session(timeout=self.spec.connect_timeout) as kc:
-                        kc.exec_command(f"/bin/sh -c {shlex.quote(_KILL.format(pid=f.pid, n=round(KILL_GRACE * 20)))}")
+                        kc.exec_command(kill_script(f.pid))
                         kc.status_event.wait(KILL_GRACE + 10)
             if self._pump(ch, f, time.monotonic() + 1, None):
                 self._give(ch)

@@ -15,6 +15,25 @@ from ..errors import CommandFailed
 from .transport import CommandResult, Transport
 
 MARKER = "HARNESS_RUN_ID"
+KILL_GRACE = 2.0  # seconds between TERM and KILL of a timed-out command's process group
+
+# alive: a live (non-zombie) process in group $P, or process $P itself (ps when the host has
+# it; else kill -0, which also counts a zombie).
+_ALIVE = ("alive() { if command -v ps >/dev/null 2>&1; then ps -e -o pid= -o pgid= -o stat= | "
+          "awk -v p=$P '($1==p || $2==p) && $3 !~ /^Z/ {f=1} END {exit !f}'; else kill -0 $G; fi; }")
+
+
+def kill_script(pid: int, grace: float | None = None) -> str:
+    """A command that TERMs process group `pid` (the pid alone when it leads none), waits up to
+    `grace` s (KILL_GRACE) while a live member is left, KILLs what still lives and waits, bounded
+    (2 s), for it to be gone. Used by the SSH transports when a command times out."""
+    ticks = max(1, round((KILL_GRACE if grace is None else grace) * 10))
+    script = (f"P={pid}; {_ALIVE}; "
+              "if kill -TERM -$P; then G=-$P; elif kill -TERM $P; then G=$P; else exit 0; fi; "
+              f"i=0; while [ $i -lt {ticks} ] && alive; do sleep 0.1; i=$((i+1)); done; "
+              "if alive; then kill -KILL $G; fi; "
+              "i=0; while [ $i -lt 20 ] && alive; do sleep 0.1; i=$((i+1)); done; exit 0")
+    return "/bin/sh -c " + shlex.quote("exec 2>/dev/null; " + script)
 
 # members: the run's live processes. Zombies are skipped (nothing to stop; their environ is
 # empty). Unreadable /proc entries (other users' processes, processes just gone) are ignored.

@@ -15,7 +15,7 @@ stderr. stdout is what lies between `T<\\n` and `\\nT>STATUS\\n`, stderr between
 the pid line) and `\\nT>\\n`. The newline before each end marker is ours, so output without a
 trailing newline stays so; marker-like output cannot match a fresh random token. Stray output
 of an earlier command's background processes arriving before the start markers is dropped.
-On timeout another channel TERMs the group, waits up to GRACE for it to go, then KILLs it;
+On timeout another channel TERMs the group, waits up to procs.KILL_GRACE for it to go, then KILLs it;
 the shell is reused if its end markers then arrive, else closed (a new one opens on demand).
 A command killed by signal N reports 128+N, as `$?` does.
 """
@@ -30,26 +30,11 @@ import shlex
 import asyncssh
 
 from ..errors import TransportError
+from .procs import kill_script
 
-GRACE = 2.0  # seconds between TERM and KILL of a timed-out command's process group
 DRAIN = 2.0  # seconds to wait for a shell's end markers (or a pid) before giving the shell up
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 PRELUDE = b"exec 3>&2 2>/dev/null; S=$(command -v setsid)\n"
-_ALIVE = ("alive() { if command -v ps >/dev/null 2>&1; then ps -e -o pid= -o pgid= -o stat= | "
-          "awk -v p=$P '($1==p || $2==p) && $3 !~ /^Z/ {f=1} END {exit !f}'; else kill -0 $G; fi; }")
-
-
-def kill_script(pid: int, grace: float | None = None) -> str:
-    """TERM process group `pid` (the pid alone when it leads none), wait up to `grace` s (GRACE)
-    while a live (non-zombie) member is left, then KILL what still lives."""
-    ticks = max(1, round((GRACE if grace is None else grace) * 10))
-    script = (f"P={pid}; {_ALIVE}; "
-              "if kill -TERM -$P; then G=-$P; elif kill -TERM $P; then G=$P; else exit 0; fi; "
-              f"i=0; while [ $i -lt {ticks} ] && alive; do sleep 0.1; i=$((i+1)); done; "
-              "if alive; then kill -KILL $G; fi; exit 0")
-    return "/bin/sh -c " + shlex.quote("exec 2>/dev/null; " + script)
-
-
 class _Session(asyncssh.SSHClientSession):
     def __init__(self) -> None:
         self.bufs = (bytearray(), bytearray())  # stdout, stderr
