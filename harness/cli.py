@@ -43,7 +43,7 @@ def analyze(
     now = time.time()
     out, console = [], Console()
     for p in logs:
-        verdict, an, pb_name = analyze_file(p, pb, now=now)
+        verdict, an = analyze_file(p, pb, now=now)
         if digest:
             verdict["digest"] = build_digest(verdict, an, max_tokens)
         if as_json:
@@ -51,7 +51,7 @@ def analyze(
         else:
             from .ui import show_verdict
 
-            show_verdict(console, str(p), verdict, pb_name, verdict.get("digest"))
+            show_verdict(console, verdict)
     if as_json:
         sys.stdout.write(json.dumps(out[0] if len(out) == 1 else out, indent=2, ensure_ascii=False) + "\n")
 

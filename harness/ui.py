@@ -23,12 +23,12 @@ def chain_bar(verdict: dict) -> Text:
     return bar
 
 
-def show_verdict(console: Console, file: str, verdict: dict, playbook: str, digest: str | None) -> None:
-    head = Text(f"{file}  ", style="bold")
+def show_verdict(console: Console, verdict: dict) -> None:
+    head = Text(f"{verdict['file']}  ", style="bold")
     head.append(verdict["outcome"].upper(), style=_OUTCOME[verdict["outcome"]])
     fs = verdict["failed_stage"]
     head.append(f"  last passed: {verdict['last_stage_passed']}/7"
-                + (f"  failed: {fs} {STAGES[fs - 1]}" if fs else "") + f"  [playbook {playbook}]", style="dim")
+                + (f"  failed: {fs} {STAGES[fs - 1]}" if fs else "") + f"  [playbook {verdict['playbook']}]", style="dim")
     console.print(head)
     console.print(chain_bar(verdict))
     rc = verdict["root_cause"]
@@ -43,5 +43,5 @@ def show_verdict(console: Console, file: str, verdict: dict, playbook: str, dige
     if m["steps"]:
         console.print(Text(f"metrics: {m['steps']} step lines; last " +
                            ", ".join(f"{k}={v:g}" for k, v in m["last"].items()), style="dim"))
-    if digest is not None:
-        console.print(Text("\n" + digest))
+    if verdict.get("digest") is not None:
+        console.print(Text("\n" + verdict["digest"]))

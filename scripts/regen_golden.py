@@ -40,7 +40,7 @@ def verdict_of(log: Path) -> dict:
     from harness.analyze import analyze_file, build_digest
     from harness.analyze.verdict import jsonable
 
-    verdict, an, _ = analyze_file(log, now=None)
+    verdict, an = analyze_file(log, now=None)
     verdict["file"] = log.resolve().relative_to(ROOT).as_posix()
     # the digest (what a model reads) as a list of lines, so that its diffs are reviewable
     verdict["digest"] = build_digest(verdict, an).split("\n")

@@ -60,7 +60,7 @@ def evaluate() -> list[tuple[dict, dict, dict]]:
 
     rows = []
     for case in cases():
-        verdict, an, _ = analyze_file(case["path"])
+        verdict, an = analyze_file(case["path"])
         verdict["digest"] = build_digest(verdict, an)
         rows.append((case, verdict, score(case, verdict)))
     return rows

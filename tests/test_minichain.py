@@ -48,7 +48,8 @@ def healthy_run(tmp_path_factory):
 def test_healthy_run_exits_zero_and_passes_every_stage(healthy_run):
     proc, log, _ = healthy_run
     assert proc.returncode == 0, log.read_text()[-3000:]
-    verdict, _, name = analyze_file(log, playbook=load_playbook("minichain"))
+    verdict, _ = analyze_file(log, playbook=load_playbook("minichain"))
+    name = verdict["playbook"]
     assert name == "minichain"
     assert verdict["outcome"] == "pass", verdict
     assert verdict["last_stage_passed"] == 7
@@ -69,5 +70,6 @@ def test_healthy_log_speaks_the_stack_vocabulary(healthy_run):
     assert "init engine (profile, create kv cache, warmup model) took" in text
     assert "(WorkerDict pid=" in text and "(vLLMHttpServer pid=" in text
     assert "step:3 - actor/pg_loss:" in text
-    verdict, _, name = analyze_file(log)
+    verdict, _ = analyze_file(log)
+    name = verdict["playbook"]
     assert name == "minichain" and verdict["outcome"] == "pass"

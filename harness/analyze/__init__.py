@@ -43,8 +43,8 @@ def detect_playbook(sample: bytes) -> str | None:
 
 
 def analyze_file(path: Path, playbook: Playbook | None = None, now: float | None = None):
-    """Analyse one log file. The file's mtime is the time of its last line. Returns
-    (verdict with `file` and `playbook`, analyzer, playbook name)."""
+    """Analyse one log file. The file's mtime is the time of its last line. Returns the
+    verdict (with `file` and `playbook`) and the analyzer (for the digest)."""
     check_log_path(path)
     with open(path, "rb") as fh:
         if playbook is None:
@@ -55,4 +55,4 @@ def analyze_file(path: Path, playbook: Playbook | None = None, now: float | None
         while chunk := fh.read(CHUNK):
             an.feed(chunk, ts=ts)
     an.finish()
-    return {"file": str(path), "playbook": playbook.name} | an.verdict(now=now), an, playbook.name
+    return {"file": str(path), "playbook": playbook.name} | an.verdict(now=now), an
