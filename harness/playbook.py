@@ -279,10 +279,6 @@ def _compiled_shipped(name: str | None, _stamp: tuple) -> Playbook:
     return compile_playbook(load_merged(name))
 
 
-def ancestors(name: str) -> int:
-    """How many playbooks a shipped one builds on (its specificity)."""
-    return len(load_merged(name).extends)
-
 
 def to_yaml(pb: PlaybookFile) -> str:
     data = pb.model_dump(by_alias=True, exclude_defaults=True)

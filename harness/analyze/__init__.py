@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from ..errors import BadInput
-from ..playbook import Playbook, ancestors, load_merged, load_playbook, shipped_names
+from ..playbook import Playbook, load_merged, load_playbook, shipped_names
 from .analyzer import Analyzer, Event
 from .digest import build_digest
 from .lines import clean
@@ -36,9 +36,10 @@ def detect_playbook(sample: bytes) -> str | None:
     text = "\n".join(clean(x) for x in sample.decode("utf-8", "replace").split("\n"))
     scored = []
     for name in shipped_names():
-        hits = sum(bool(re.search(p.regex, text, re.M)) for p in load_merged(name).detect)
+        merged = load_merged(name)
+        hits = sum(bool(re.search(p.regex, text, re.M)) for p in merged.detect)
         if hits:
-            scored.append((ancestors(name), hits, name))
+            scored.append((len(merged.extends), hits, name))  # extends: all its ancestors, once each
     return max(scored)[2] if scored else None
 
 
