@@ -16,17 +16,15 @@ pre-flight probes; the loop's budgets, model and policy join it later.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import SpecError
-from .remote.transport import HostSpec
+from .remote.transport import ENV_NAME, HostSpec
 from .yamlfile import load_model
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class _Model(BaseModel):
@@ -42,7 +40,7 @@ class Launch(_Model):
     @field_validator("env", "unset")
     @classmethod
     def _names(cls, v):
-        bad = [k for k in v if not _ENV_NAME.match(k)]
+        bad = [k for k in v if not ENV_NAME.match(k)]
         if bad:
             raise ValueError(f"not an environment variable name: {bad[0]!r}")
         return v

@@ -32,11 +32,10 @@ from typing import Protocol, Sequence
 from ..errors import BadInput, CommandFailed, HarnessError
 from . import procs
 from .procs import MARKER, StopReport, shell_vars
-from .transport import CommandResult, Transport
+from .transport import ENV_NAME, CommandResult, Transport
 
 RUNS = ".harness/runs"
 PROXY_VARS = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 # Write one small file atomically (temp file, then rename): a reader never sees half a value.
@@ -176,7 +175,7 @@ def _num(s: str | None, kind=int):
 
 def _env_args(run_id: str, env: dict[str, str], unset: Sequence[str]) -> str:
     for name in [*env, *unset]:
-        if not _NAME.match(name):
+        if not ENV_NAME.match(name):
             raise BadInput(f"{name!r} is not an environment variable name")
     args = [f"-u {n}" for n in unset] + [f"{MARKER}={run_id}"]
     return " ".join(args + [f"{k}={shlex.quote(v)}" for k, v in env.items()])

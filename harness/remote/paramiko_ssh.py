@@ -36,11 +36,10 @@ import paramiko
 from ..errors import BadInput, CommandFailed, CommandTimeout, HostKeyError, TransportError
 from . import hostkeys
 from .procs import KILL_GRACE, kill_script
-from .transport import CommandResult, FileStat, HostSpec
+from .transport import ENV_NAME, CommandResult, FileStat, HostSpec
 
 POOL_IDLE, MAX_CHANNELS = 8, 8  # shells kept open; concurrent commands (sshd MaxSessions is 10)
 _NET = (OSError, EOFError, paramiko.SSHException)
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 
@@ -191,7 +190,7 @@ class ParamikoTransport:
         tok, stop = "__hx" + secrets.token_hex(8), threading.Event()
         inner = f'printf "{tok}P%d\\n" $$ >&2; ' + (f"cd {shlex.quote(cwd)} || exit 1; " if cwd else "")
         for k, v in (env or {}).items():
-            if not _NAME.match(k):
+            if not ENV_NAME.match(k):
                 raise BadInput(f"environment variable name {k!r} is invalid; use letters, digits and _")
             inner += f"export {k}={shlex.quote(str(v))}; "
         line = (f"printf '{tok}<\\n'; printf '{tok}<\\n' >&2; "

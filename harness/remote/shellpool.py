@@ -31,9 +31,9 @@ import asyncssh
 
 from ..errors import TransportError
 from .procs import kill_script
+from .transport import ENV_NAME
 
 DRAIN = 2.0  # seconds to wait for a shell's end markers (or a pid) before giving the shell up
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 PRELUDE = b"exec 3>&2 2>/dev/null; S=$(command -v setsid)\n"
 class _Session(asyncssh.SSHClientSession):
     def __init__(self) -> None:
@@ -158,7 +158,7 @@ class ShellPool:
     async def run(self, cmd: str, *, env: dict[str, str] | None = None, cwd: str | None = None,
                   timeout: float | None = None) -> tuple:
         for k in env or {}:
-            if not _NAME.match(k):
+            if not ENV_NAME.match(k):
                 raise ValueError(f"environment variable name {k!r} is not a valid shell name")
         async with self.sem:
             shell = None

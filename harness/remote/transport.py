@@ -13,8 +13,12 @@ worker thread behind the same interface.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
+
+# What `env` keys (and names to unset) must look like: a shell variable name, exported as is.
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 @dataclass(frozen=True)
