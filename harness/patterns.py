@@ -135,8 +135,12 @@ def _occurring(rx: re.Pattern, text: str) -> set[str]:
     return found
 
 
-def _rare(lits: list[str] | None, fold: bool) -> list[str] | None:
-    return None if lits is None else sorted({rare_start(x, fold) for x in lits})
+def scan_literals(pattern: str) -> tuple[list[str] | None, bool]:
+    """The literals to scan for (each started at its rarest character) and whether they are
+    case-folded; None when the pattern has none. What the gate and the Matchers both look for."""
+    fold = ignores_case(pattern)
+    lits = required_literals(pattern)
+    return (None if lits is None else sorted({rare_start(x, fold) for x in lits})), fold
 
 
 class Matchers:
@@ -153,7 +157,7 @@ class Matchers:
         lits: tuple[set[str], set[str]] = (set(), set())
         for g, items in groups.items():
             self.items[g] = [(obj, re.compile(rx)) for obj, rx in items]
-            reqs[g] = [(_rare(required_literals(rx), ignores_case(rx)), ignores_case(rx)) for _, rx in items]
+            reqs[g] = [scan_literals(rx) for _, rx in items]
             self.always[g] = [i for i, (r, _) in enumerate(reqs[g]) if not r]
             for r, ci in reqs[g]:
                 lits[ci].update(r or ())

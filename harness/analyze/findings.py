@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 from ..chain import STAGE_NO
 from ..playbook import MetricRule, Playbook, Signature
-from .blocks import FRAME, Block
 from ..redact import redact
+from .blocks import FRAME, Block
 from .lines import Line, canonical
 
 ROLE_ORDER = {"cause": 0, "downstream": 1, "wrapper": 2}

@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import re
 
-from ..patterns import ignores_case, minimal, rare_start, required_literals, trie_regex
+from ..patterns import minimal, scan_literals, trie_regex
 
 
 def build_gate(patterns: list[str]) -> re.Pattern | None:
     exact: set[str] = set()
     folded: set[str] = set()
     for p in patterns:
-        req = required_literals(p)
-        if req is None:
+        lits, fold = scan_literals(p)
+        if lits is None:
             return None
-        fold = ignores_case(p)
-        (folded if fold else exact).update(rare_start(x, fold) for x in req)
+        (folded if fold else exact).update(lits)
     parts = [trie_regex(minimal(exact)).encode()] if exact else []
     if folded:
         parts.append(b"(?i:" + trie_regex(minimal(folded)).encode() + b")")
