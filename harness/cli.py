@@ -109,6 +109,24 @@ def doctor(spec: Path = typer.Argument(..., help="The run spec (harness.yaml).")
         raise typer.Exit(1)
 
 
+@app.command()
+def init(
+    host: Optional[str] = typer.Option(None, "--host", help="Host name or ~/.ssh/config alias "
+                                       "(default: localhost with the local transport)."),
+    command: str = typer.Option("bash run.sh", "--command", help="The shell command that starts the run."),
+    workdir: Optional[str] = typer.Option(None, "--workdir", help="Absolute path of the code on the host "
+                                          "(default: this directory)."),
+    transport: Optional[str] = typer.Option(None, "--transport", help="asyncssh | paramiko | local "
+                                            "(default: asyncssh with --host, else local)."),
+    out: Path = typer.Option(Path("harness.yaml"), "-o", "--output", help="The file to write."),
+    force: bool = typer.Option(False, "--force", help="Overwrite the file if it exists."),
+) -> None:
+    """Write a commented run spec (harness.yaml) for a host and a launch command."""
+    from .spec_template import write_template
+
+    typer.echo(write_template(out, host=host, command=command, workdir=workdir, transport=transport, force=force))
+
+
 @bench_app.command("remote")
 def bench_remote(
     host: str = typer.Option(..., "--host", help="Host name or ~/.ssh/config alias."),
@@ -134,6 +152,9 @@ def bench_remote(
         typer.echo(f"{op:28} p50 {st['p50_ms']:8.2f} ms   p95 {st['p95_ms']:8.2f} ms")
     fl = out["follow_latency_ms"]
     typer.echo(f"{'follow latency':28} p50 {fl['p50']:8.2f} ms   p95 {fl['p95']:8.2f} ms")
+
+
+from . import cli_loop  # noqa: E402,F401  (registers run, demo, diff, undo on `app`)
 
 
 def main() -> None:

@@ -11,7 +11,11 @@ message is one line saying what is wrong and what to do; the CLI prints it and e
     ├── CommandFailed     a command run with check=True failed (command, status, last lines)
     │   └── CommandTimeout   it ran out of time; the partial output is kept
     ├── RunActive         a run is still alive in the workdir (harness.remote.launch)
-    └── LaunchFailed      a launched run never started (harness.remote.launch)
+    ├── LaunchFailed      a launched run never started (harness.remote.launch)
+    ├── ModelError        the model endpoint refused the request (bad key, unknown model) or
+    │                     kept failing after its retries (harness.agent.model)
+    ├── JournalError      a session journal is corrupt before its last line, or cannot be written
+    └── LedgerError       a git command of the shadow ledger failed on the host, or git is missing
 """
 
 from __future__ import annotations
@@ -58,3 +62,16 @@ class CommandTimeout(CommandFailed):
 
 class SpecError(PlaybookError):
     """A run spec (harness.yaml) is invalid; the message names the file, the line and the field."""
+
+
+class ModelError(HarnessError):
+    """The model endpoint cannot be used: it refused the request (400/401/403/404) or still
+    failed after every retry. The message names the endpoint, never the API key."""
+
+
+class JournalError(HarnessError):
+    """A session journal (journal.jsonl) has a corrupt line before its end, or cannot be written."""
+
+
+class LedgerError(HarnessError):
+    """A git command of the shadow ledger failed on the host, or git is not installed there."""

@@ -45,3 +45,91 @@ def show_verdict(console: Console, verdict: dict) -> None:
                            ", ".join(f"{k}={v:g}" for k, v in m["last"].items()), style="dim"))
     if verdict.get("digest") is not None:
         console.print(Text("\n" + verdict["digest"]))
+
+
+def chain_marks(reached: list[int], failed: int | None = None) -> Text:
+    """The chain as one line of marks, e.g. ✓✓✓✗····, for narrow screens."""
+    top = max(reached, default=0)
+    text = Text()
+    for no in range(1, len(STAGES) + 1):
+        if no == failed:
+            text.append("✗", style="bold red")
+        elif no <= top:
+            text.append("✓", style="green")
+        else:
+            text.append("·", style="dim")
+    return text
+
+
+def event_line(ev: dict) -> Text | None:
+    """One line per journal event for the session log on screen (None: not worth a line)."""
+    k, n = ev["type"], ev.get("attempt")
+    if k == "launch":
+        return Text(f"attempt {n}: launched run {ev['run_id']} (pid {ev['pid']})", style="bold")
+    if k == "stage":
+        return Text(f"  ✓ {ev['name']}", style="green")
+    if k == "verdict":
+        root = (ev.get("root") or {}).get("text") or ""
+        where = f" at {STAGES[ev['failed_stage'] - 1]}" if ev.get("failed_stage") else ""
+        line = Text(f"attempt {n}: {ev['outcome']}{where} after {ev['run_seconds']:.1f}s", style=_OUTCOME.get(ev["outcome"], ""))
+        return line.append(f"  {root[:160]}" if root else "", style="")
+    if k == "fix":
+        state = "fix" if ev["applied"] else "fix not applied"
+        return Text(f"  {state} ({ev['signature']}): {ev['description']}", style="cyan" if ev["applied"] else "yellow")
+    if k == "cleanup":
+        return Text(f"  infra failure: cleanup {'; '.join(ev['commands']) or '(none)'} and retry", style="cyan")
+    if k == "model":
+        return Text(f"  model step {ev['step']}: {ev['prompt_tokens']}+{ev['completion_tokens']} tokens"
+                    + (f", ${ev['cost']:.4f}" if ev["cost"] else "") + (f", {ev['retries']} retries" if ev["retries"] else ""),
+                    style="dim")
+    if k == "tool":
+        mark = " REFUSED" if ev["refused"] else ""
+        return Text(f"  {ev['name']} {ev['arguments']}{mark}", style="red" if ev["refused"] else "magenta")
+    if k == "note":
+        return Text(f"  note: {ev['text']}", style="yellow")
+    if k == "end":
+        return Text(f"session ended: {ev['reason']}" + (f" — {ev['detail']}" if ev["detail"] else ""),
+                    style="bold green" if ev["reason"] == "passed" else "bold red")
+    return None
+
+
+class SessionView:
+    """The foreground view of a session: a line per event, and on a terminal a live footer with
+    the chain, the attempt, what the controller or agent is doing and the budget used."""
+
+    def __init__(self, console: Console, budgets=None):
+        from rich.live import Live
+
+        self.console, self.budgets, self.doing = console, budgets, "starting"
+        self.live = Live(console=console, refresh_per_second=4, transient=True) if console.is_terminal else None
+        self.state = None
+
+    def __enter__(self):
+        if self.live:
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.live:
+            self.live.__exit__(*exc)
+
+    def __call__(self, ev: dict, state) -> None:
+        self.state = state
+        if ev["type"] == "activity":
+            self.doing = ev["text"]
+        elif (line := event_line(ev)) is not None:
+            self.console.print(line)
+        if self.live:
+            self.live.update(self.footer())
+
+    def footer(self) -> Text:
+        st = self.state
+        a = st.attempts[-1] if st and st.attempts else None
+        text = Text("attempt ", style="dim").append(str(a.n if a else 0), style="bold").append("  ")
+        text.append_text(chain_marks(a.stages if a else []))
+        text.append(f"  {self.doing}\n", style="cyan")
+        if st and self.budgets:
+            b = self.budgets
+            text.append(f"relaunches {st.relaunches}/{b.relaunches}  steps {st.agent_steps}/{b.agent_steps}  "
+                        f"tokens {st.tokens}/{b.tokens}  ${st.money:.2f}/{b.money:g}", style="dim")
+        return text

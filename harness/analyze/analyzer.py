@@ -60,6 +60,7 @@ class Analyzer:
         self.recent: deque[str | bytes] = deque(maxlen=TAIL_LINES)
         self.last_ts: float | None = None
         self.last_healthy_update: int | None = None  # line of the last actor update with sane metrics
+        self.healthy_updates = 0  # how many actor updates had sane metrics (the pass rule counts them)
         self._since_block: dict[str, int] = {}
         self._events: list[Event] = []
         self.gate = self._gate()
@@ -97,6 +98,14 @@ class Analyzer:
         if self.pending:
             self._region(self.pending + b"\n")
             self.pending = b""
+        for blk in self.blocks.close_all():
+            self._block_closed(blk)
+        out, self._events = self._events, []
+        return out
+
+    def quiet(self) -> list[Event]:
+        """The log has been quiet for a while (the caller's clock says so): close open error
+        blocks, whose continuation would have come at once. Feeding may go on afterwards."""
         for blk in self.blocks.close_all():
             self._block_closed(blk)
         out, self._events = self._events, []
@@ -162,6 +171,7 @@ class Analyzer:
             update = self._stages(line, found)
             if self._metrics(line, found) and update:
                 self.last_healthy_update = line.no
+                self.healthy_updates += 1
             if sigs:
                 self._add_finding(finding_from_line(line, sigs, self.pb, self.context))
             elif WARNING.search(text):

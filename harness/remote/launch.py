@@ -91,7 +91,7 @@ DETACH = r'''
 cd "$RD" || exit 4
 setsid nohup sh wrapper.sh </dev/null >>wrapper.log 2>&1 &
 i=0
-while [ ! -s pid ] && [ ! -e exit_code ] && [ $i -lt $TRIES ]; do sleep 0.05; i=$((i+1)); done
+while [ ! -s pid ] && [ ! -e exit_code ] && [ $i -lt $TRIES ]; do sleep 0.01; i=$((i+1)); done
 [ -s pid ]
 '''
 
@@ -205,7 +205,7 @@ class Launcher:
         await self.t.write(f"{rd}/cmd", cmd.rstrip("\n").encode() + b"\n", mode=0o600)
         await self.t.write(f"{rd}/start.sh", (head + START.replace("@ENV@", env_args)).encode(), mode=0o700)
         await self.t.write(f"{rd}/wrapper.sh", (head + WRAPPER).encode(), mode=0o700)
-        tries = max(1, int(self.start_timeout / 0.05))
+        tries = max(1, int(self.start_timeout / 0.01))
         await self._sh(DETACH, timeout=self.start_timeout + 30, RD=rd, TRIES=tries)
         handle = await self.find(wd, run_id)
         if handle is None or handle.pid is None:

@@ -1,0 +1,107 @@
+"""The loop's commands: run, demo, diff, undo. Each turns flags into a call (harness.session,
+harness.demo) and shows the result; registered on harness.cli's app."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from .cli import app
+from .errors import BadInput
+from .remote.transport import connect
+from .report import markdown
+from .session.journal import Journal
+from .session.ledger import Ledger
+from .session.store import find_session, new_session
+from .spec import dump_spec, load_spec
+from .ui import SessionView
+
+console = Console(highlight=False)
+
+
+def _finish(ses) -> None:
+    """Write the report and say how it ended; exit 0 when the chain passed, 1 when not."""
+    report = ses.dir / "report.md"
+    report.write_text(markdown(Journal.read(ses.dir / "journal.jsonl")), encoding="utf-8")
+    console.print(f"session {ses.session}: {ses.state.ended['reason']} after {len(ses.state.attempts)} attempt(s); "
+                  f"report: {report}")
+    raise typer.Exit(0 if ses.state.passed else 1)
+
+
+@app.command()
+def run(
+    spec_path: Path = typer.Argument(Path("harness.yaml"), metavar="SPEC", help="The run spec."),
+    override: list[str] = typer.Option([], "-c", help="Override a spec field: -c budgets.relaunches=5 (repeatable)."),
+    offline: bool = typer.Option(False, "--offline", help="Declared fixes only: never call the model."),
+) -> None:
+    """Run a session in the foreground until the chain passes or a budget or stop rule ends it."""
+    from .session.runner import run_spec
+
+    spec = load_spec(spec_path, override)
+    directory = new_session(dump_spec(spec))
+    console.print(f"session {directory.name} ({directory}) — {spec.host}:{spec.workdir}")
+    with SessionView(console, spec.budgets) as view:
+        ses = asyncio.run(run_spec(spec, directory, offline=offline, ui=view))
+    _finish(ses)
+
+
+@app.command()
+def demo(
+    base_url: Optional[str] = typer.Option(None, help="A real OpenAI-compatible endpoint instead of the scripted model."),
+    model: str = typer.Option("scripted-demo", help="The model name (with --base-url)."),
+    api_key_env: Optional[str] = typer.Option(None, help="The env var holding the endpoint's key (with --base-url)."),
+) -> None:
+    """The whole loop on this machine: minichain with all ten faults, to a green chain."""
+    from .demo import overhead, run_demo
+
+    dest = Path(tempfile.mkdtemp(prefix="harness-demo-"))
+    if base_url is None:
+        console.print("[bold]The model is scripted[/]: its answers come from harness/agent/demo_script.yaml, served "
+                      "by a local OpenAI-compatible HTTP server (no network, no API key).")
+    console.print(f"workdir: {dest / 'minichain'} (minichain with faults 01-10 applied)")
+    with SessionView(console) as view:
+        ses, took, _ = asyncio.run(run_demo(dest, view, base_url=base_url, model=model, key_env=api_key_env))
+    st = ses.state
+    own, share = overhead(st, took)
+    fixes = sum(1 for a in st.attempts for c in a.changes if not c.startswith("agent:"))
+    console.print(f"\n{'chain passed' if st.passed else 'chain NOT passed'}: {len(st.attempts)} attempts in "
+                  f"{took:.0f} s; {fixes} declared fix(es), {st.model_calls} model calls ({st.tokens} tokens)")
+    console.print(f"waiting for the run {st.run_seconds:.1f} s, for the model {st.model_seconds:.1f} s; "
+                  f"the harness's own overhead {own:.1f} s = {share:.1%} of the total")
+    console.print(f"see the changes: harness diff {ses.session}")
+    _finish(ses)
+
+
+async def _ledger(session: str | None, work):
+    directory = find_session(session)
+    spec = load_spec(directory / "spec.yaml")
+    t = await connect(spec.host_spec())
+    try:
+        return await work(Ledger(t, spec.workdir, directory.name, exclude=spec.ledger.exclude))
+    finally:
+        await t.close()
+
+
+@app.command()
+def diff(session: Optional[str] = typer.Argument(None, help="Session id (default: the latest).")) -> None:
+    """The cumulative change a session made to the workdir (first attempt -> latest)."""
+    text = asyncio.run(_ledger(session, lambda led: led.diff()))
+    console.print(text or "(no change)", markup=False, highlight=False, end="" if text else "\n")
+
+
+@app.command()
+def undo(
+    session: Optional[str] = typer.Argument(None, help="Session id (default: the latest)."),
+    to: int = typer.Option(1, "--to", help="Attempt whose workdir to restore (1: as the session found it)."),
+) -> None:
+    """Restore the workdir to what an attempt ran with."""
+    if to < 1:
+        raise BadInput("--to takes an attempt number, 1 or more")
+    changed = asyncio.run(_ledger(session, lambda led: led.restore(to)))
+    console.print(f"restored the workdir to attempt {to}: {len(changed)} file(s) changed"
+                  + "".join(f"\n  {p}" for p in changed))

@@ -1,0 +1,211 @@
+"""The controller: launch → follow → verdict → (known fix | infra retry | agent) → commit →
+relaunch, until the chain passes or a budget or a stop rule ends the session.
+
+    ses = Session(spec, session_dir, transport, model)
+    reason = await ses.run()        # passed | stuck | budget:<which> | gave_up | stopped
+
+Every step is an event appended (with fsync) to the session's journal.jsonl and folded into
+`ses.state`; every way a session ends is an exception whose name becomes its reason, and the
+`finally` stops the run it started (unless the spec keeps a passing one) and writes `end`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from pathlib import Path
+
+from ..agent.fixes import apply_fix
+from ..agent.policy import Policy
+from ..analyze import Analyzer, build_digest
+from ..chain import STAGES
+from ..playbook import Fix, load_playbook
+from ..remote.launch import Launcher, RunHandle
+from .journal import Journal
+from .ledger import Ledger
+from .progress import fingerprint, model_blocked, relaunch_blocked, running_over, stuck
+from .state import State, apply
+from .turn import GaveUp, agent_turn
+from .watch import watch
+
+
+class SessionEnd(Exception):
+    reason = "stopped"
+
+
+class Passed(SessionEnd):
+    reason = "passed"
+
+
+class Stuck(SessionEnd):
+    reason = "stuck"
+
+
+class GaveUpEnd(SessionEnd):
+    reason = "gave_up"
+
+
+class BudgetOver(SessionEnd):
+    def __init__(self, which: str):
+        super().__init__(f"the {which} budget would be exceeded")
+        self.reason = f"budget:{which}"
+
+
+class Session:
+    def __init__(self, spec, directory: Path, transport, model=None, *, offline: bool = False,
+                 clock=time.time, sleep=asyncio.sleep, ui=None, tool_timeout: float = 120.0):
+        self.spec, self.dir, self.transport, self.model = spec, Path(directory), transport, model
+        self.offline, self.clock, self.sleep, self.ui, self.tool_timeout = offline, clock, sleep, ui, tool_timeout
+        self.journal = Journal(self.dir / "journal.jsonl")
+        self.state = State()
+        for ev in self.journal.events():
+            apply(self.state, ev)
+        self.session = self.dir.name
+        self.launcher = Launcher(transport)
+        self.ledger = Ledger(transport, spec.workdir, self.session, exclude=spec.ledger.exclude)
+        self.policy = Policy(workdir=spec.workdir, protected=(*spec.policy.protected, ".harness"),
+                             deny=tuple(spec.policy.deny))
+        pb = load_playbook(spec.playbooks[0] if spec.playbooks else None)
+        stage_no = {name: i for i, name in enumerate(STAGES, 1)}
+        self.playbook = dataclasses.replace(
+            pb, timeouts=pb.timeouts | {stage_no[k]: v for k, v in spec.launch.timeouts.items()})
+        self.live: RunHandle | None = None
+
+    # ---------------------------------------------------------------- journal and view
+    def emit(self, type: str, **fields) -> dict:
+        ev = self.journal.append(type, **fields)
+        apply(self.state, ev)
+        if self.ui:
+            self.ui(ev, self.state)
+        return ev
+
+    def note(self, text: str) -> None:
+        self.emit("note", attempt=len(self.state.attempts), text=text)
+
+    def activity(self, text: str) -> None:
+        if self.ui:
+            self.ui({"type": "activity", "text": text}, self.state)
+
+    # ---------------------------------------------------------------- budgets
+    def check_model(self, messages: list[dict]) -> None:
+        tokens, money = self.model.projected(messages)
+        if over := model_blocked(self.state, self.spec.budgets, tokens, money, self.clock()):
+            raise BudgetOver(over)
+
+    def check_step(self) -> None:
+        if self.state.agent_steps >= self.spec.budgets.agent_steps:
+            raise BudgetOver("agent_steps")
+
+    def budget_while_running(self, now: float, run_started: float) -> str | None:
+        return running_over(self.state, self.spec.budgets, self.spec.launch.devices, now, run_started)
+
+    # ---------------------------------------------------------------- the loop
+    async def run(self) -> str:
+        if not self.state.session:
+            self.emit("session", session=self.session, host=self.spec.host, workdir=self.spec.workdir)
+        reason, detail = "stopped", ""
+        try:
+            while True:
+                n = len(self.state.attempts) + 1
+                if over := relaunch_blocked(self.state, self.spec.budgets, self.spec.launch.devices, self.clock()):
+                    raise BudgetOver(over)
+                verdict = await self.attempt(n)
+                if stuck(self.state, self.spec.budgets.stuck_after):
+                    raise Stuck(f"the same failure {self.spec.budgets.stuck_after} attempts in a row "
+                                f"[{verdict['fingerprint']}]: {(verdict.get('root') or {}).get('text', '')[:200]}")
+                await self.respond(n, verdict)
+        except SessionEnd as end:
+            reason, detail = end.reason, str(end)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            reason, detail = "stopped", "interrupted"
+            raise
+        finally:
+            await self._stop_live()
+            self.emit("end", reason=reason, detail=detail)
+        return reason
+
+    async def attempt(self, n: int) -> dict:
+        """Commit the workdir, launch, watch, stop; returns the `verdict` event."""
+        st, spec = self.state, self.spec
+        before = st.attempts[-1].verdict if st.attempts else None
+        sha = await self.ledger.snapshot(n, _commit_message(self.session, n, before, None))
+        env = spec.launch.env | st.env
+        unset = [x for x in dict.fromkeys([*spec.launch.unset, *st.unset]) if x not in env]
+        self.activity(f"launching attempt {n}")
+        handle = await self.launcher.launch(spec.launch.command, workdir=spec.workdir,
+                                            run_id=f"{self.session}-{n}", env=env, unset=unset)
+        self.live = handle
+        t0 = self.clock()
+        self.emit("launch", attempt=n, run_id=handle.run_id, pid=handle.pid, sha=sha)
+        an = Analyzer(self.playbook)
+        (self.dir / "attempts").mkdir(exist_ok=True)
+        with open(self.dir / "attempts" / f"{n:02d}.log", "ab") as log:
+            self.activity(f"attempt {n}: following the run")
+            w = await watch(self, handle, an, lambda no: self.emit("stage", attempt=n, stage=no, name=STAGES[no - 1]),
+                            log.write)
+        run_seconds = self.clock() - t0
+        if not (w.reason == "passed" and spec.keep_run):
+            await self._stop_live()
+        v = w.verdict
+        root = v["root_cause"]
+        ev = self.emit("verdict", attempt=n, outcome=v["outcome"], last_stage_passed=v["last_stage_passed"],
+                       failed_stage=v["failed_stage"], reason=w.reason, exit_code=w.exit_code,
+                       root=root and {k: root.get(k) for k in ("text", "category", "class", "signature", "hint", "fix", "stage")},
+                       fingerprint=fingerprint(v), healthy_updates=an.healthy_updates, run_seconds=run_seconds,
+                       accel_seconds=run_seconds * spec.launch.devices)
+        (self.dir / "attempts" / f"{n:02d}.digest.txt").write_text(build_digest(v, an), encoding="utf-8")
+        await self.ledger.annotate(n, _commit_message(self.session, n, before, ev))
+        if w.reason == "passed":
+            raise Passed(f"the chain passed on attempt {n}")
+        if w.reason.startswith("budget:"):
+            raise BudgetOver(w.reason.split(":", 1)[1])
+        return ev
+
+    async def respond(self, n: int, verdict: dict) -> None:
+        """Known fix first, then cleanup-and-retry for infra failures, then the agent."""
+        st, spec = self.state, self.spec
+        root = verdict.get("root") or {}
+        fix = root.get("fix")
+        key = (verdict["fingerprint"], root.get("signature"))
+        if fix and fix["kind"] != "cleanup_retry" and key not in st.fixes_tried:
+            self.activity(f"applying the declared fix of {root.get('signature')}")
+            res = await apply_fix(self.transport, Fix(**fix), workdir=spec.workdir, env=st.env, unset=st.unset)
+            self.emit("fix", attempt=n, fingerprint=key[0], signature=key[1], kind=fix["kind"],
+                      description=res.description, applied=res.applied, files=res.files, env=res.env, unset=res.unset)
+            if res.applied:
+                return
+        infra = root.get("class") == "infra" or (fix and fix["kind"] == "cleanup_retry")
+        if infra and st.infra_retries < spec.budgets.infra_retries:
+            self.activity("infrastructure failure: cleaning up before a retry")
+            results = [await self.transport.run(c, cwd=spec.workdir, timeout=120) for c in spec.cleanup]
+            self.emit("cleanup", attempt=n, commands=list(spec.cleanup), ok=all(r.ok for r in results))
+            return
+        if self.offline or self.model is None:
+            why = "offline" if self.offline else "no model configured"
+            raise GaveUpEnd(f"no declared fix for {root.get('signature') or verdict['outcome']} and {why}")
+        digest = (self.dir / "attempts" / f"{n:02d}.digest.txt").read_text(encoding="utf-8")
+        try:
+            await agent_turn(self, n, verdict, digest)
+        except GaveUp as exc:
+            raise GaveUpEnd(str(exc)) from None
+
+    async def _stop_live(self) -> None:
+        if self.live is None:
+            return
+        handle, self.live = self.live, None
+        self.activity(f"stopping run {handle.run_id}")
+        rep = await self.launcher.stop(handle, cleanup=self.spec.cleanup)
+        self.emit("stopped", attempt=len(self.state.attempts), run_id=handle.run_id, survivors=list(rep.survivors))
+
+
+def _commit_message(session: str, n: int, before: dict | None, after: dict | None) -> str:
+    def where(v):
+        if v is None:
+            return "first run"
+        return v["outcome"] + (f" at {STAGES[v['failed_stage'] - 1]}" if v.get("failed_stage") else "")
+    head = f"harness {session} attempt {n}: {where(before)} -> {where(after) if after else 'running'}"
+    body = [f"before: {before['fingerprint']} {(before.get('root') or {}).get('text', '')[:200]}" if before else "before: first run"]
+    if after:
+        body.append(f"after: {after['fingerprint']} {(after.get('root') or {}).get('text', '')[:200]}")
+    return head + "\n\n" + "\n".join(body) + "\n"

@@ -1,0 +1,258 @@
+"""The ledger: every attempt's workdir, committed into a shadow git directory on the host.
+
+    ledger = Ledger(transport, "/w", "20250101-120000-ab12")
+    sha = await ledger.snapshot(3, "attempt 3: 2/7 crash -> running")   # refs/harness/<session>/3
+    await ledger.annotate(3, "attempt 3: 2/7 crash -> 5/7 crash")       # same tree, new message
+    print(await ledger.diff())                                           # first attempt -> latest
+    await ledger.restore(1)                                              # `harness undo --to 1`
+
+The git directory is `<workdir>/.harness/ledger.git` with its own index, so the user's repository
+(if the workdir is one), its branches, index, stash and config are never read or written, and the
+workdir need not be a repository. Git runs on the host through the Transport, a few round trips
+per call, with the system and global config shut out (no hooks, no signing, no filters, no
+autocrlf, no global excludes) so a snapshot records the files exactly as they are.
+
+Git refuses to look inside a nested repository (a clone of verl or vLLM in the workdir), which is
+where the agent's patches usually go; the ledger stages each one with a worktree and index of its
+own and grafts its tree in at its path, so those files are recorded like any other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from typing import Sequence
+
+from ..errors import BadInput, LedgerError
+from ..remote.procs import shell_vars
+
+LEDGER = ".harness/ledger.git"
+ALWAYS_EXCLUDED = (".harness/", "__pycache__/", "*.pyc")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*\Z")  # also a valid ref component
+_UNBORN = re.compile(r"error: '(.+?)/?' does not have a commit checked out")
+_NO_GIT = "harness-ledger: git not found"
+_NO_DIR = "harness-ledger: no directory"
+
+# Every script starts here. `g` is git on the ledger: WT is the worktree (the workdir, or a
+# nested repository in it), IDX its index. LC_ALL=C: git's messages are matched in English.
+PRELUDE = r'''
+command -v git >/dev/null 2>&1 || { echo "harness-ledger: git not found" >&2; exit 127; }
+unset GIT_DIR GIT_WORK_TREE GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_COMMON_DIR GIT_NAMESPACE
+WT=${WT:-$WD}
+export LC_ALL=C GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_INDEX_FILE="${IDX:-$GD/index}"
+g() { git --git-dir="$GD" --work-tree="$WT" -c user.name=harness -c user.email=harness@localhost \
+  -c core.autocrlf=false -c core.hooksPath=/dev/null -c core.excludesFile=/dev/null -c core.quotePath=false \
+  -c commit.gpgSign=false -c safe.directory='*' -c advice.addEmbeddedRepo=false "$@"; }
+cd "$WT" 2>/dev/null || { echo "harness-ledger: no directory $WT" >&2; exit 3; }
+set -e
+'''
+# Queries on a ledger never created answer nothing rather than creating it.
+EXISTING = '[ -f "$GD/HEAD" ] || exit 0\n'
+
+# .harness/.gitignore keeps the harness's own area out of the user's `git status`.
+INIT = r'''
+mkdir -p .harness
+[ -e .harness/.gitignore ] || printf '*\n' > .harness/.gitignore
+[ -f "$GD/HEAD" ] || git init -q --bare "$GD" >/dev/null
+mkdir -p "$GD/info" "$GD/subindex"
+printf '%s\n' @PATTERNS@ > "$GD/info/exclude"
+'''
+
+# Stage WT into IDX; print its tree, then the nested repositories git recorded as gitlinks
+# (mode 160000), NUL-separated (newlines and NULs are swapped around grep, which reads lines).
+ADD = r'''
+g add -A -- . @SKIP@
+g write-tree
+g ls-files -s -z | tr '\n\0' '\0\n' | grep '^160000 ' | tr '\n\0' '\0\n'
+'''
+# Replace whatever IDX holds at P (a gitlink) with the tree T staged from that nested repository.
+GRAFT = r'''
+g rm -r -f -q --cached --ignore-unmatch -- ":(literal)$P"
+g read-tree --prefix="$P/" "$T"
+g write-tree
+'''
+COMMIT = r'''
+sha=$(g commit-tree "$T" ${P:+-p "$P"} -m "$MSG")
+g update-ref "$REF" "$sha"
+echo "$sha"
+'''
+ANNOTATE = r'''
+old=$(g rev-parse --verify "$REF^{commit}")
+args=; for p in $(g rev-parse "$old^@"); do args="$args -p $p"; done
+sha=$(g commit-tree "$(g rev-parse "$old^{tree}")" $args -m "$MSG")
+g update-ref "$REF" "$sha" "$old"
+echo "$sha"
+'''
+LIST = EXISTING + "g for-each-ref --format='%(refname)%00%(objectname)%00%(contents)%00' \"$PREFIX\"\n"
+# What restoring T removes: files the ledger put in the workdir (its index: the last snapshot or
+# restore) or recorded last (L) that T lacks; then "/" (never a path); then, with T loaded into
+# the ledger index, the files that differ from it in the workdir. All -z.
+PLAN = r'''
+g diff-index --cached -z --name-only --no-renames --diff-filter=A "$T"
+g diff-tree -r -z --name-only --no-renames --diff-filter=D "$L" "$T"
+printf '/\0'
+g read-tree "$T"
+g update-index -q --refresh >/dev/null 2>&1 || true
+g diff-files -z --name-only
+'''
+# Remove the listed files (never a directory, never through a symlinked directory: it may lead
+# out of the workdir), then their parent directories left empty, then write out every file of
+# the index; print the files removed (-z).
+APPLY = r'''
+xargs -0 sh -c 'up() { case $1 in */*) d=${1%/*};; *) d=.;; esac; }
+for p; do
+  up "$p"; while [ "$d" != . ] && [ ! -L "$d" ]; do up "$d"; done; [ "$d" = . ] || continue
+  { [ -e "$p" ] || [ -L "$p" ]; } && { [ -L "$p" ] || [ ! -d "$p" ]; } || continue
+  rm -f -- "$p" && printf "%s\0" "$p" || continue
+  up "$p"; while [ "$d" != . ] && rmdir -- "$d" 2>/dev/null; do up "$d"; done
+done; exit 0' sh < "$GD/restore.list"
+g checkout-index -a -f -u
+'''
+
+
+def _z(text: str) -> list[str]:
+    return [p for p in text.split("\0") if p]
+
+
+class Ledger:
+    def __init__(self, transport, workdir: str, session: str, exclude: Sequence[str] = (), *,
+                 timeout: float = 600.0):
+        if not workdir.startswith("/"):
+            raise BadInput(f"the ledger needs an absolute workdir, got {workdir!r}")
+        if not _NAME.match(session) or session.endswith(".lock"):
+            raise BadInput(f"session name {session!r}: use letters, digits, '.', '_' and '-'")
+        if bad := [p for p in exclude if not p.strip() or "\n" in p or "\r" in p]:
+            raise BadInput(f"ledger exclude patterns must be one non-blank line each, got {bad!r}")
+        self.t, self.session, self.timeout = transport, session, timeout
+        self.workdir = workdir.rstrip("/") or "/"
+        self.git_dir = f"{self.workdir.rstrip('/')}/{LEDGER}"
+        self.exclude = (*ALWAYS_EXCLUDED, *exclude)
+        self._ready = False
+
+    # ------------------------------------------------------------------ the public calls
+    async def snapshot(self, attempt: int, message: str) -> str:
+        """Commit the workdir's whole state as refs/harness/<session>/<attempt>, its parent the
+        commit of the previous attempt; returns the commit's sha."""
+        ref = self._ref(attempt)
+        await self._init()
+        earlier = [sha for n, sha, _ in await self.attempts() if n < attempt]
+        tree = await self._stage("")
+        r = await self._sh(COMMIT, "commit", T=tree, P=earlier[-1] if earlier else "", MSG=message, REF=ref)
+        return r.stdout.strip()
+
+    async def annotate(self, attempt: int, message: str) -> str:
+        """Give attempt `attempt` a new message (same tree, same parent); returns the new sha."""
+        self._sha(await self.attempts(), attempt)
+        r = await self._sh(ANNOTATE, "annotate", REF=self._ref(attempt), MSG=message)
+        return r.stdout.strip()
+
+    async def attempts(self) -> list[tuple[int, str, str]]:
+        """(attempt, sha, first line of its message) for each snapshot of this session, ascending."""
+        r = await self._sh(LIST, "list", PREFIX=f"refs/harness/{self.session}/")
+        fields = r.stdout.split("\0")
+        rows = []
+        for ref, sha, message in zip(fields[0::3], fields[1::3], fields[2::3]):
+            n = ref.strip().rsplit("/", 1)[-1]
+            if n.isdigit():
+                rows.append((int(n), sha, message.split("\n", 1)[0]))
+        return sorted(rows)
+
+    async def diff(self, base: int | None = None, to: int | None = None) -> str:
+        """The unified diff between two attempts' snapshots (default: the first -> the latest)."""
+        a, b = await self._pair(base, to)
+        return (await self._sh('g diff-tree -r -p --no-color "$A" "$B"\n', "diff", A=a, B=b)).stdout
+
+    async def changed_files(self, base: int | None = None, to: int | None = None) -> list[str]:
+        """The paths (relative to the workdir) that differ between two attempts' snapshots."""
+        a, b = await self._pair(base, to)
+        r = await self._sh('g diff-tree -r -z --name-only --no-renames "$A" "$B"\n', "diff", A=a, B=b)
+        return _z(r.stdout)
+
+    async def restore(self, attempt: int) -> list[str]:
+        """Make the workdir's files equal attempt `attempt`'s snapshot: its files are written
+        back; files it lacks that the latest snapshot (or the last restore) holds are removed.
+        Files never recorded (new ones, ignored ones, .harness/) are left alone. Returns the
+        paths changed."""
+        rows = await self.attempts()
+        target, latest = self._sha(rows, attempt), rows[-1][1]
+        await self._init()
+        plan = (await self._sh(PLAN, "restore", T=target, L=latest)).stdout
+        gone, _, differ = plan.partition("/\0")
+        doomed = sorted({p for p in _z(gone) if not p.startswith(".harness/")})
+        await self.t.write(f"{self.git_dir}/restore.list", "".join(p + "\0" for p in doomed).encode())
+        removed = _z((await self._sh(APPLY, "restore")).stdout)
+        return sorted({*_z(differ), *removed})
+
+    # ------------------------------------------------------------------ staging
+    async def _stage(self, rel: str) -> str:
+        """Stage the worktree `rel` (the workdir when "", else a nested repository in it) into its
+        own index; returns the tree sha, with every nested repository's files grafted in."""
+        wt = f"{self.workdir}/{rel}" if rel else self.workdir
+        idx = f"{self.git_dir}/subindex/{hashlib.sha1(rel.encode()).hexdigest()}" if rel else ""
+        skip: list[str] = []  # nested repositories with no commit: `git add` fails on them
+        while True:
+            pathspecs = " ".join(shlex.quote(f":(literal,exclude){p}") for p in skip)
+            r = await self._sh(ADD.replace("@SKIP@", pathspecs), "add", check=False, WT=wt, IDX=idx)
+            m = None if r.ok else _UNBORN.search(r.stderr)
+            if m and m.group(1) not in skip:
+                skip.append(m.group(1))
+                continue
+            self._check(r, "add")
+            break
+        tree, _, links = r.stdout.partition("\n")
+        for path in skip + [rec.split("\t", 1)[1] for rec in _z(links)]:
+            sub = await self._stage(f"{rel}/{path}" if rel else path)
+            tree = (await self._sh(GRAFT, "add", WT=wt, IDX=idx, P=path, T=sub)).stdout.strip()
+        return tree.strip()
+
+    async def _init(self) -> None:
+        if not self._ready:
+            patterns = " ".join(shlex.quote(p) for p in self.exclude)
+            await self._sh(INIT.replace("@PATTERNS@", patterns), "init")
+            self._ready = True
+
+    # ------------------------------------------------------------------ helpers
+    def _ref(self, attempt: int) -> str:
+        if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0:
+            raise BadInput(f"attempt must be a whole number >= 0, got {attempt!r}")
+        return f"refs/harness/{self.session}/{attempt}"
+
+    def _sha(self, rows: list[tuple[int, str, str]], attempt: int) -> str:
+        self._ref(attempt)
+        for n, sha, _ in rows:
+            if n == attempt:
+                return sha
+        have = ", ".join(str(n) for n, _, _ in rows) or "none"
+        raise BadInput(f"session {self.session} has no attempt {attempt} in the ledger of "
+                       f"{self.workdir} (attempts: {have})")
+
+    async def _pair(self, base: int | None, to: int | None) -> tuple[str, str]:
+        rows = await self.attempts()
+        if not rows:
+            raise BadInput(f"session {self.session} has no snapshots in the ledger of {self.workdir}")
+        return (self._sha(rows, rows[0][0] if base is None else base),
+                self._sha(rows, rows[-1][0] if to is None else to))
+
+    async def _sh(self, script: str, what: str, check: bool = True, **values: str):
+        cmd = shell_vars(GD=self.git_dir, WD=self.workdir, **values) + PRELUDE + script
+        r = await self.t.run(cmd, timeout=self.timeout)
+        return self._check(r, what) if check else r
+
+    def _check(self, r, what: str):
+        if r.ok:
+            return r
+        host = getattr(self.t, "name", "the host")
+        if r.timed_out:
+            raise LedgerError(f"ledger {what} timed out after {self.timeout:.0f}s in {self.workdir} on {host}; "
+                              f"exclude large directories from the ledger (ledger.exclude in the spec)")
+        if r.returncode == 127 and _NO_GIT in r.stderr:
+            raise LedgerError(f"git is not installed on {host}; install git on the host (the ledger needs it)")
+        if r.returncode == 3 and _NO_DIR in r.stderr:
+            raise LedgerError(f"{self.workdir} does not exist on {host}; check the workdir in the spec")
+        hint = (f"; if no other harness session uses this workdir, remove {self.git_dir}/index.lock"
+                if "index.lock" in r.stderr else "")
+        lines = r.stderr.strip().splitlines()  # git's own error/fatal lines, not its advice around them
+        tail = "\n".join(([ln for ln in lines if ln.startswith(("fatal:", "error:"))] or lines)[-5:])
+        raise LedgerError(f"ledger git {what} failed in {self.workdir} on {host} "
+                          f"(exit {r.returncode}){hint}" + (f"\n{tail}" if tail else ""))

@@ -1,0 +1,123 @@
+"""A session's state is a fold over its journal: status, report, resume and replay all read it.
+
+Events (each also has `seq` and `t`, added by the journal):
+
+    session   {session, host, workdir, spec}         once, first
+    launch    {attempt, run_id, pid, sha}             a run started (sha: its ledger commit)
+    stage     {attempt, stage, name}                  a stage reached for the first time in the attempt
+    verdict   {attempt, outcome, last_stage_passed, failed_stage, reason, exit_code, root, fingerprint,
+               healthy_updates, run_seconds, accel_seconds}   how the attempt ended (reason: passed |
+                                                      failed | exited | hung | budget:<which>)
+    stopped   {attempt, run_id, survivors}            the run was stopped (or had exited) and swept
+    fix       {attempt, signature, kind, description, applied, files}   a declared fix
+    cleanup   {attempt, commands, ok}                 an infra failure cleaned up before a retry
+    model     {attempt, step, prompt_tokens, completion_tokens, cost, seconds, retries, content}
+    tool      {attempt, step, name, arguments, refused, end, output}
+    note      {attempt, text}                         something the controller decided and why
+    end       {reason, detail}                        passed | stuck | budget:<which> | gave_up | stopped
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Attempt:
+    n: int
+    run_id: str = ""
+    started: float | None = None
+    verdict: dict | None = None  # the `verdict` event
+    changes: list[str] = field(default_factory=list)  # what was changed before this attempt ran
+    stages: list[int] = field(default_factory=list)
+
+    @property
+    def reached(self) -> int:
+        return self.verdict["last_stage_passed"] if self.verdict else (max(self.stages) if self.stages else 0)
+
+
+@dataclass
+class State:
+    session: str = ""
+    host: str = ""
+    workdir: str = ""
+    started: float | None = None
+    attempts: list[Attempt] = field(default_factory=list)
+    pending_changes: list[str] = field(default_factory=list)  # made since the last launch
+    env: dict[str, str] = field(default_factory=dict)  # launch env changed by declared fixes
+    unset: list[str] = field(default_factory=list)
+    fixes_tried: set = field(default_factory=set)  # (fingerprint, signature) of declared fixes used
+    agent_steps: int = 0
+    model_calls: int = 0
+    tokens: int = 0
+    money: float = 0.0
+    model_seconds: float = 0.0
+    run_seconds: float = 0.0
+    accel_seconds: float = 0.0
+    infra_retries: int = 0  # consecutive cleanup-and-retry attempts
+    last_t: float | None = None
+    ended: dict | None = None  # the `end` event
+
+    @property
+    def relaunches(self) -> int:
+        return max(0, len(self.attempts) - 1)
+
+    @property
+    def fingerprints(self) -> list[str]:
+        return [a.verdict["fingerprint"] for a in self.attempts if a.verdict]
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.ended and self.ended["reason"] == "passed")
+
+    def attempt(self, n: int) -> Attempt:
+        while len(self.attempts) < n:
+            self.attempts.append(Attempt(len(self.attempts) + 1))
+        return self.attempts[n - 1]
+
+
+def fold(events: list[dict]) -> State:
+    st = State()
+    for ev in events:
+        apply(st, ev)
+    return st
+
+
+def apply(st: State, ev: dict) -> State:
+    kind, n = ev["type"], ev.get("attempt")
+    st.last_t = ev.get("t", st.last_t)
+    if kind == "session":
+        st.session, st.host, st.workdir, st.started = ev["session"], ev["host"], ev["workdir"], ev["t"]
+        st.env, st.unset = dict(ev.get("env", {})), list(ev.get("unset", []))
+    elif kind == "launch":
+        a = st.attempt(n)
+        a.run_id, a.started, a.changes = ev["run_id"], ev["t"], st.pending_changes
+        st.pending_changes = []
+    elif kind == "stage":
+        st.attempt(n).stages.append(ev["stage"])
+    elif kind == "verdict":
+        st.attempt(n).verdict = ev
+        st.run_seconds += ev.get("run_seconds", 0.0)
+        st.accel_seconds += ev.get("accel_seconds", 0.0)
+    elif kind == "fix":
+        st.fixes_tried.add((ev.get("fingerprint"), ev.get("signature")))
+        if ev["applied"]:
+            st.pending_changes.append(ev["description"])
+            st.env, st.unset = dict(ev.get("env", st.env)), list(ev.get("unset", st.unset))
+    elif kind == "cleanup":
+        st.infra_retries += 1
+        st.pending_changes.append("cleanup and retry: " + "; ".join(ev["commands"]) if ev["commands"] else "retry")
+    elif kind == "model":
+        st.model_calls += 1
+        st.tokens += ev["prompt_tokens"] + ev["completion_tokens"]
+        st.money += ev["cost"]
+        st.model_seconds += ev.get("seconds", 0.0)
+    elif kind == "tool":
+        st.agent_steps += 1
+        if ev.get("end") == "relaunch":
+            st.pending_changes.append("agent: " + (ev.get("summary") or "relaunch"))
+    elif kind == "end":
+        st.ended = ev
+    if kind in ("fix", "model"):  # something other than a retry happened: the count starts over
+        st.infra_retries = 0
+    return st

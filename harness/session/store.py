@@ -1,0 +1,44 @@
+"""Where sessions live: `$HARNESS_HOME/sessions/<id>/` (default ~/.local/state/harness), one
+directory each: the frozen spec, journal.jsonl, the attempts' logs and digests, reports."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import time
+from pathlib import Path
+
+from ..errors import BadInput
+
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+
+
+def home() -> Path:
+    return Path(os.environ.get("HARNESS_HOME") or "~/.local/state/harness").expanduser()
+
+
+def sessions_dir() -> Path:
+    return home() / "sessions"
+
+
+def new_session(frozen_spec: str, now: float | None = None) -> Path:
+    """A new session directory holding the spec as it was when the session started."""
+    sid = time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + "-" + secrets.token_hex(2)
+    d = sessions_dir() / sid
+    d.mkdir(parents=True)
+    (d / "spec.yaml").write_text(frozen_spec, encoding="utf-8")
+    return d
+
+
+def find_session(name: str | None) -> Path:
+    """The named session, or the latest one."""
+    root = sessions_dir()
+    if name:
+        if not _ID.match(name) or not (root / name / "journal.jsonl").is_file():
+            raise BadInput(f"no session {name!r} in {root}; `harness sessions` lists them")
+        return root / name
+    found = sorted(p.parent for p in root.glob("*/journal.jsonl")) if root.is_dir() else []
+    if not found:
+        raise BadInput(f"no sessions in {root} yet; start one with `harness run harness.yaml`")
+    return found[-1]

@@ -1,0 +1,174 @@
+"""The controller's stop rules with real runs on this machine (LocalTransport, real processes,
+real git): each budget ends the session cleanly with its reason, the same failure K times ends
+it as stuck, an infra failure is cleaned up and retried with no model call, refused tool calls
+go back to the model, and no run is left alive."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.agent.scripted import ScriptedModel
+from harness.remote.local import LocalTransport
+from harness.session.controller import Session
+from harness.session.journal import Journal
+from harness.session.ledger import Ledger
+from harness.spec import RunSpec
+from test_minichain import PROXY_VARS, TARGET, processes_of
+
+# A run that fails at the trajectory stage with a Python traceback, after DELAY seconds.
+FAILING = textwrap.dedent("""\
+    echo "minichain driver pid=$$: config run.sh, seed 0"
+    sleep "${DELAY:-0}"
+    "$PYTHON" -c 'raise ValueError("No valid rounds in trajectory t0: 3 round(s), the last is None")'
+    """)
+
+
+def spec_for(workdir: Path, command: str = "bash run.sh", **sections) -> RunSpec:
+    data = {"host": "localhost", "transport": "local", "workdir": str(workdir),
+            "launch": {"command": command, "env": {"PYTHON": sys.executable}, "unset": sorted(PROXY_VARS),
+                       "settle": 0.5, "stall": 30},
+            "playbooks": ["minichain"], "budgets": {"stuck_after": 10}}
+    for key, value in sections.items():
+        data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
+    return RunSpec.model_validate(data)
+
+
+def failing_workdir(tmp_path: Path) -> Path:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "run.sh").write_text(FAILING)
+    return work
+
+
+def session(tmp_path: Path, spec: RunSpec, model=None, **kw) -> Session:
+    return Session(spec, tmp_path / "sessions" / "s1", LocalTransport(), model, **kw)
+
+
+def events(ses: Session, kind: str) -> list[dict]:
+    return [e for e in Journal.read(ses.dir / "journal.jsonl") if e["type"] == kind]
+
+
+# a model that looks around, then relaunches without changing anything
+LOOK_AND_RELAUNCH = [{"when": "No valid rounds", "replies": [
+    {"calls": [{"tool": "bash", "args": {"command": "ls"}}]},
+    {"calls": [{"tool": "relaunch", "args": {"summary": "try again"}}]}]}]
+
+
+@pytest.mark.parametrize("budget,spec_over,prices", [
+    ("relaunches", {"budgets": {"relaunches": 1}}, {}),
+    ("agent_steps", {"budgets": {"agent_steps": 1}}, {}),
+    ("tokens", {"budgets": {"tokens": 50}}, {}),
+    ("money", {"budgets": {"money": 0.001}}, {"price_in": 100.0}),
+    ("wall_clock", {"budgets": {"wall_clock": 1}, "launch": {"env": {"DELAY": "30", "PYTHON": sys.executable}}}, {}),
+    ("accelerator_hours", {"budgets": {"accelerator_hours": 1},
+                           "launch": {"devices": 3600, "env": {"DELAY": "30", "PYTHON": sys.executable}}}, {}),
+])
+def test_each_budget_ends_the_session_cleanly(tmp_path, budget, spec_over, prices):
+    work = failing_workdir(tmp_path)
+    launch = {"command": "bash run.sh", "env": {"PYTHON": sys.executable}, "unset": sorted(PROXY_VARS),
+              "settle": 0.5, "stall": 30} | spec_over.pop("launch", {})
+    spec = spec_for(work, **spec_over, launch=launch)
+    ses = session(tmp_path, spec, ScriptedModel(LOOK_AND_RELAUNCH, **prices))
+    assert asyncio.run(ses.run()) == f"budget:{budget}"
+    end = events(ses, "end")
+    assert len(end) == 1 and end[0]["reason"] == f"budget:{budget}" and budget in end[0]["detail"]
+    assert processes_of(work) == []  # the run it started is not left alive
+    st = ses.state
+    if budget == "relaunches":
+        assert len(st.attempts) == 2
+    if budget in ("tokens", "money"):
+        assert st.model_calls == 0  # checked before spending: the call was never made
+    if budget in ("wall_clock", "accelerator_hours"):
+        assert len(st.attempts) == 1 and st.attempts[0].verdict["reason"] == f"budget:{budget}"
+
+
+def test_the_same_failure_k_times_is_stuck(tmp_path):
+    spec = spec_for(failing_workdir(tmp_path), budgets={"stuck_after": 3})
+    ses = session(tmp_path, spec, ScriptedModel(LOOK_AND_RELAUNCH))
+    assert asyncio.run(ses.run()) == "stuck"
+    fps = [e["fingerprint"] for e in events(ses, "verdict")]
+    assert len(fps) == 3 and len(set(fps)) == 1
+    assert "3 attempts in a row" in events(ses, "end")[0]["detail"]
+
+
+def test_refused_tool_calls_are_journaled_and_answered(tmp_path):
+    work = failing_workdir(tmp_path)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me\n")
+    rules = [{"when": "No valid rounds", "replies": [
+        {"calls": [{"tool": "bash", "args": {"command": "git push origin main"}}]},
+        {"calls": [{"tool": "edit", "args": {"path": "../outside.txt", "old": "keep me", "new": "lost"}}]},
+        {"calls": [{"tool": "give_up", "args": {"reason": "cannot fix this"}}]}]}]
+    ses = session(tmp_path, spec_for(work), ScriptedModel(rules))
+    assert asyncio.run(ses.run()) == "gave_up"
+    tools = events(ses, "tool")
+    assert [(t["name"], t["refused"]) for t in tools] == [("bash", True), ("edit", True), ("give_up", False)]
+    assert "git push" in tools[0]["output"] and outside.read_text() == "keep me\n"
+    assert events(ses, "end")[0]["detail"] == "cannot fix this"
+
+
+def test_offline_without_a_declared_fix_gives_up(tmp_path):
+    ses = session(tmp_path, spec_for(failing_workdir(tmp_path)), offline=True)
+    assert asyncio.run(ses.run()) == "gave_up"
+    assert "offline" in events(ses, "end")[0]["detail"] and not events(ses, "model")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_infra_failure_is_cleaned_up_and_retried_without_the_model(tmp_path):
+    """A leftover process holds the run's port: the run dies with EADDRINUSE (class infra);
+    the spec's cleanup kills the leftover, the retry passes, and no model is ever asked."""
+    work = tmp_path / "minichain"
+    shutil.copytree(TARGET, work, ignore=shutil.ignore_patterns("__pycache__", "faults"))
+    port = _free_port()
+    holder = subprocess.Popen([sys.executable, "-c", "import socket, time; s = socket.socket(); "
+                               f"s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(600)"])
+    (work / "holder.pid").write_text(f"{holder.pid}\n")
+    bind = f"import socket; socket.socket().bind(('127.0.0.1', {port}))"
+    spec = spec_for(work, command=f"\"$PYTHON\" -c \"{bind}\" && exec bash run.sh",
+                    cleanup=["kill $(cat holder.pid) 2>/dev/null; true"])
+    try:
+        ses = session(tmp_path, spec, ScriptedModel([]))  # any model call would give up
+        assert asyncio.run(ses.run()) == "passed"
+    finally:
+        holder.kill()
+        holder.wait()
+    verdicts = events(ses, "verdict")
+    assert [v["outcome"] for v in verdicts] == ["crash", "pass"]
+    assert verdicts[0]["root"]["class"] == "infra" and "Address already in use" in verdicts[0]["root"]["text"]
+    assert len(events(ses, "cleanup")) == 1 and not events(ses, "model")
+    assert processes_of(work) == []
+
+
+def test_a_known_fix_is_applied_without_the_model_and_committed(tmp_path):
+    """minichain with fault 03 (token margin): the declared set_yaml fix repairs it; the ledger
+    holds one commit per launch and its diff is the fix."""
+    work = tmp_path / "minichain"
+    shutil.copytree(TARGET, work, ignore=shutil.ignore_patterns("__pycache__", "faults"))
+    subprocess.run(["git", "apply", str(TARGET / "faults" / "03-token-margin-2048.patch")], cwd=work, check=True)
+    ses = session(tmp_path, spec_for(work, launch={"settle": 1}), ScriptedModel([]))
+    assert asyncio.run(ses.run()) == "passed"
+    fixes = events(ses, "fix")
+    assert len(fixes) == 1 and fixes[0]["applied"] and fixes[0]["signature"] == "minichain_prompt_too_long"
+    assert not events(ses, "model")
+    ledger = Ledger(LocalTransport(), str(work), ses.session)
+    commits = asyncio.run(ledger.attempts())
+    assert [c[0] for c in commits] == [1, 2]
+    assert commits[0][2] == "harness s1 attempt 1: first run -> crash at completion"
+    assert commits[1][2] == "harness s1 attempt 2: crash at completion -> pass"
+    diff = asyncio.run(ledger.diff(1, 2))
+    assert "-  token_margin: 2048" in diff and "+  token_margin: 16384" in diff
+    assert os.path.isdir(work / ".harness" / "ledger.git")
