@@ -28,11 +28,9 @@ def test_ci_runs_the_readme_test_command():
     assert _commands(ROOT / ".ci" / "run") == [readme_test_cmd]
 
 
-def test_readme_quick_start_installs_then_analyzes_a_shipped_fixture():
+def test_readme_quick_start_installs_then_runs_the_demo():
     first = shlex.split(_readme_quick_start()[0])
-    assert first[:3] == ["bash", "scripts/install.sh", "&&"]
-    assert first[3:5] == [".venv/bin/harness", "analyze"]
-    assert (ROOT / first[5]).is_file(), f"README quick start names a missing fixture: {first[5]}"
+    assert first == ["bash", "scripts/install.sh", "&&", ".venv/bin/harness", "demo"]
 
 
 def test_console_script_points_at_cli_main():
