@@ -172,3 +172,19 @@ def test_a_known_fix_is_applied_without_the_model_and_committed(tmp_path):
     diff = asyncio.run(ledger.diff(1, 2))
     assert "-  token_margin: 2048" in diff and "+  token_margin: 16384" in diff
     assert os.path.isdir(work / ".harness" / "ledger.git")
+
+
+def test_the_spec_logs_are_followed_with_the_runs_own(tmp_path):
+    """The traceback goes to logs/actor.log, not to the run's stdout: the verdict still finds it,
+    and the attempt's local log shows which file each line came from."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "run.sh").write_text(FAILING.replace('"$PYTHON" -c', 'mkdir -p logs; "$PYTHON" -c')
+                                 .rstrip("\n") + " 2> logs/actor.log\n")
+    spec = spec_for(work, launch={"logs": ["logs/actor.log"]})
+    ses = session(tmp_path, spec, offline=True)
+    assert asyncio.run(ses.run()) == "gave_up"
+    v = events(ses, "verdict")[0]
+    assert v["outcome"] == "crash" and "No valid rounds" in v["root"]["text"], v
+    local = (ses.dir / "attempts" / "01.log").read_text()
+    assert "(log:actor.log) ValueError: No valid rounds" in local

@@ -9,7 +9,7 @@ still use CPU (graph compilation on Ascend can print nothing for twenty minutes)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..analyze import Analyzer
 from ..remote.follow import Cursor, poll
@@ -28,28 +28,63 @@ class Watch:
     verdict: dict
     reason: str  # passed | failed | exited | hung | budget:<which>
     exit_code: int | None = None
-    new_stages: list[int] = field(default_factory=list)
+
+
+class Logs:
+    """The run's own log and the spec's `launch.logs`, read into one analyzer. Lines of the
+    other logs get a Ray-style `(log:NAME) ` prefix: the analyzer keeps each file's tracebacks
+    apart (a prefix is a process to it) and the attempt's local copy shows where a line came from."""
+
+    def __init__(self, ses, handle: RunHandle, an: Analyzer, on_stage, on_data):
+        self.ses, self.an, self.on_stage, self.on_data = ses, an, on_stage, on_data
+        extra = [p if p.startswith("/") else f"{handle.workdir}/{p}" for p in ses.spec.launch.logs]
+        self.cursors = [(Cursor(handle.log_path), b"")] + \
+                       [(Cursor(p), f"(log:{p.rsplit('/', 1)[-1]}) ".encode()) for p in extra]
+
+    async def read(self, final: bool = False) -> bool:
+        """Feed what is new (at the end, the final partial lines too); True if anything came."""
+        got = False
+        for cur, prefix in self.cursors:
+            while (chunk := await poll(self.ses.transport, cur)) and chunk.data:
+                self._feed(chunk.data, prefix)
+                got = True
+                if not final:
+                    break
+            if final and await self.ses.transport.stat(cur.path):
+                if rest := await self.ses.transport.read(cur.path, cur.offset):
+                    cur.offset += len(rest)
+                    self._feed(rest + b"\n", prefix)
+        return got
+
+    def _feed(self, data: bytes, prefix: bytes) -> None:
+        if prefix:
+            data = b"".join(prefix + ln for ln in data.splitlines(keepends=True))
+        self.on_data(data)
+        self._stages(self.an.feed(data, ts=self.ses.clock()))
+
+    def _stages(self, events) -> None:
+        for ev in events:
+            if ev.kind == "stage":
+                self.on_stage(ev.stage)
+
+    def finish(self) -> None:
+        self._stages(self.an.finish())
 
 
 async def watch(ses, handle: RunHandle, an: Analyzer, on_stage, on_data) -> Watch:
-    """Follow `handle`'s log until there is something to decide. `ses` gives the transport,
+    """Follow the run's logs until there is something to decide. `ses` gives the transport,
     launcher, spec, clock and sleep; `on_stage(no)` and `on_data(bytes)` are called as lines come."""
     spec, clock = ses.spec, ses.clock
-    cur = Cursor(handle.log_path)
+    logs = Logs(ses, handle, an, on_stage, on_data)
     started = last_data = last_status = clock()
     first_error: float | None = None
     quiet_checked = 0.0
     while True:
         now = clock()
-        chunk = await poll(ses.transport, cur)
-        if chunk and chunk.data:
+        if await logs.read():
             last_data = now
-            on_data(chunk.data)
-            for ev in an.feed(chunk.data, ts=now):
-                if ev.kind == "stage":
-                    on_stage(ev.stage)
         if now - last_data >= QUIET and an.blocks.open:
-            an.quiet()
+            logs._stages(an.quiet())
         v = an.verdict(now)
         if v["outcome"] == "pass" and an.healthy_updates >= spec.passing.actor_updates:
             return Watch(v, "passed")
@@ -60,8 +95,12 @@ async def watch(ses, handle: RunHandle, an: Analyzer, on_stage, on_data) -> Watc
         if now - last_status >= STATUS_EVERY or first_error:
             last_status = now
             status = await ses.launcher.poll(handle)
-            if not status.alive:
-                return await _drain(ses, cur, an, on_data, on_stage, status.exit_code)
+            if not status.alive:  # read what is left (the final partial lines too) and decide
+                await logs.read(final=True)
+                logs.finish()
+                v = an.verdict(None)
+                passed = v["outcome"] == "pass" and an.healthy_updates >= spec.passing.actor_updates
+                return Watch(v, "passed" if passed else "exited", status.exit_code)
         over = ses.budget_while_running(now, started)
         if over:
             return Watch(v, f"budget:{over}")
@@ -76,26 +115,6 @@ async def watch(ses, handle: RunHandle, an: Analyzer, on_stage, on_data) -> Watc
             ses.note(f"the run printed nothing for {silent:.0f}s but its {cpu['processes']} processes use CPU: "
                      "still working (compiling?), waiting on")
         await ses.sleep(TICK)
-
-
-async def _drain(ses, cur: Cursor, an: Analyzer, on_data, on_stage, exit_code: int | None) -> Watch:
-    """The run has exited: read what is left (the final partial line too) and decide."""
-    while (chunk := await poll(ses.transport, cur)) and chunk.data:
-        on_data(chunk.data)
-        for ev in an.feed(chunk.data, ts=ses.clock()):
-            if ev.kind == "stage":
-                on_stage(ev.stage)
-    rest = await ses.transport.read(cur.path, cur.offset) if await ses.transport.stat(cur.path) else b""
-    if rest:
-        on_data(rest)
-        an.feed(rest, ts=ses.clock())
-    for ev in an.finish():
-        if ev.kind == "stage":
-            on_stage(ev.stage)
-    v = an.verdict(None)
-    if v["outcome"] == "pass" and an.healthy_updates >= ses.spec.passing.actor_updates:
-        return Watch(v, "passed", exit_code)
-    return Watch(v, "exited", exit_code)
 
 
 def _hung(an: Analyzer, now: float, stall: float) -> dict:
