@@ -38,15 +38,37 @@ def run(
     spec_path: Path = typer.Argument(Path("harness.yaml"), metavar="SPEC", help="The run spec."),
     override: list[str] = typer.Option([], "-c", help="Override a spec field: -c budgets.relaunches=5 (repeatable)."),
     offline: bool = typer.Option(False, "--offline", help="Declared fixes only: never call the model."),
+    detach: bool = typer.Option(False, "--detach", help="Run in the background and return at once."),
 ) -> None:
-    """Run a session in the foreground until the chain passes or a budget or stop rule ends it."""
-    from .session.runner import run_spec
-
+    """Run a session until the chain passes or a budget or stop rule ends it."""
     spec = load_spec(spec_path, override)
     directory = new_session(dump_spec(spec))
+    if detach:
+        from .session.detach import start_background
+
+        pid = start_background(directory, offline)
+        typer.echo(f"session {directory.name} started in the background (pid {pid}) on {spec.host}:{spec.workdir}; "
+                   f"watch: harness status {directory.name}")
+        return
     console.print(f"session {directory.name} ({directory}) — {spec.host}:{spec.workdir}")
-    with SessionView(console, spec.budgets) as view:
-        ses = asyncio.run(run_spec(spec, directory, offline=offline, ui=view))
+    run_session_fg(directory, offline, spec)
+
+
+def run_session_fg(directory: Path, offline: bool, spec=None) -> None:
+    """Run (or resume) a session in this process, holding its lock, with the live view."""
+    import os
+
+    from .session.detach import mark_holder, take_lock
+    from .session.runner import run_spec
+
+    spec = spec or load_spec(directory / "spec.yaml")
+    fd = take_lock(directory)
+    mark_holder(fd, os.getpid())
+    try:
+        with SessionView(console, spec.budgets) as view:
+            ses = asyncio.run(run_spec(spec, directory, offline=offline, ui=view))
+    finally:
+        os.close(fd)
     _finish(ses)
 
 

@@ -57,27 +57,34 @@ def message_for(ev: dict, state, seen: set) -> Message | None:
     if kind != "end":
         return None
     reason, detail = ev.get("reason", ""), " ".join(str(ev.get("detail") or "").split())
-    where = _where(state, ev)
+    attempts = getattr(state, "attempts", None) or []
+    took = _took(state, ev)
     if reason == "passed":
         return _msg(session, "chain passed",
-                    f"{where}. All {len(STAGES)} stages, healthy updates. Next: harness report {session}",
-                    "success")
+                    f"Attempt {len(attempts) or '?'} passed all {len(STAGES)} stages {_marks(len(STAGES))}{took}, "
+                    f"{_count(max(len(attempts) - 1, 0), 'relaunch')}.", "success", tail=f" Next: harness report {session}")
+    where = _where(attempts) + took + ". "
     if reason == "stuck":
-        return _msg(session, "stuck, needs a person",
-                    f"{where}. {detail or 'The same failure repeated'}", "failure", tail=" Next: harness report")
+        return _msg(session, "stuck, needs a person", where + _sentence(detail or "the same failure repeated"),
+                    "failure", tail=" Next: harness report")
     if reason.startswith("budget:"):
         which = reason.split(":", 1)[1]
-        return _msg(session, f"out of budget ({which})",
-                    f"{where}. {detail or 'budget spent'}.", "warning",
-                    tail=f" Next: raise budgets.{which}, harness continue")
+        return _msg(session, f"out of budget ({which})", where + _sentence(detail or f"the {which} budget is spent"),
+                    "warning", tail=f" Next: raise budgets.{which}, harness continue")
     if reason == "gave_up":
-        return _msg(session, "needs a person",
-                    f"{where}. Gave up: {detail or 'no fix found'}", "failure", tail=" Next: harness report")
-    if reason == "stopped" and detail != "interrupted":  # interrupted: a person did it, and knows
-        return _msg(session, "stopped by an error",
-                    f"{where}. {detail or 'The controller stopped on an error'}", "failure",
-                    tail=" Next: harness status, then continue")
+        return _msg(session, "needs a person", where + "Gave up: " + _sentence(detail or "no fix found"),
+                    "failure", tail=" Next: harness report")
+    if reason == "stopped" and _stopped_by_error(detail):
+        return _msg(session, "stopped by an error", where + _sentence(detail or "the controller stopped on an error"),
+                    "failure", tail=" Next: harness status, then continue")
     return None
+
+
+def _stopped_by_error(detail: str) -> bool:
+    """A `stopped` end is an error when its detail is empty (the controller ended on an exception
+    it did not expect) or starts with "error"; any other detail ("interrupted", a stop somebody
+    asked for) was deliberate, and whoever did it knows: no message."""
+    return not detail or detail.lower().startswith("error")
 
 
 def _earlier_stages(state, ev: dict) -> set[int]:
@@ -88,22 +95,28 @@ def _earlier_stages(state, ev: dict) -> set[int]:
     return out
 
 
-def _where(state, ev: dict) -> str:
-    attempts = getattr(state, "attempts", None) or []
-    furthest = max((a.reached for a in attempts), default=0)
-    text = f"Attempt {len(attempts)}" if attempts else "Before any attempt"
-    if attempts:
-        text += f", furthest stage {furthest}/{len(STAGES)}" + (f" {_stage_name(furthest)}" if furthest else "")
+def _where(attempts: list) -> str:
+    if not attempts:
+        return "Before any attempt"
+    furthest = max(a.reached for a in attempts)
+    return f"Attempt {len(attempts)}, furthest stage {furthest}/{len(STAGES)}" + \
+        (f" {_stage_name(furthest)}" if furthest else "")
+
+
+def _took(state, ev: dict) -> str:
     started, end = getattr(state, "started", None), ev.get("t")
-    if started is not None and end is not None:
-        text += f", {_duration(end - started)}"
-    return text
+    return f", {_duration(end - started)}" if started is not None and end is not None else ""
+
+
+def _sentence(text: str) -> str:
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?", "…")) else text + "."
 
 
 def _msg(session: str, what: str, body: str, level: str = "info", tail: str = "") -> Message:
     """Redact, then fit: the title keeps `what` whole (the session id is shortened if it must
     be), the body keeps `tail` (what to do next) whole."""
-    what, body, tail, session = redact(what), redact(body), redact(tail), redact(session)
+    what, body, tail, session = redact(what), redact(body), _fit(redact(tail), BODY_MAX // 2), redact(session)
     room = TITLE_MAX - len("harness : ") - len(what)
     if len(session) > room:
         session = session[: max(room - 1, 1)] + "…"
@@ -113,6 +126,10 @@ def _msg(session: str, what: str, body: str, level: str = "info", tail: str = ""
 
 def _fit(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "es" if noun.endswith("ch") else "s")
 
 
 def _stage_name(no: int) -> str:

@@ -139,13 +139,14 @@ def fold(events):
 
 
 @pytest.mark.parametrize("end, title, words", [
-    (dict(reason="passed", detail="the chain passed on attempt 2"), "chain passed", ["harness report"]),
+    (dict(reason="passed", detail="the chain passed on attempt 2"), "chain passed",
+     ["passed all 7 stages ✓✓✓✓✓✓✓", "1 relaunch.", f"Next: harness report {SID}"]),
     (dict(reason="stuck", detail="the same failure 3 attempts in a row [f2]: KeyError: final_layernorms.0"),
-     "stuck, needs a person", ["final_layernorms.0"]),
+     "stuck, needs a person", ["The same failure 3 attempts", "final_layernorms.0. Next: harness report"]),
     (dict(reason="budget:tokens", detail="the tokens budget would be exceeded"), "out of budget (tokens)",
-     ["budgets.tokens", "harness continue"]),
+     ["13m. The tokens budget would be exceeded. Next: raise budgets.tokens, harness continue"]),
     (dict(reason="gave_up", detail="the weight bridge needs a person"), "needs a person", ["weight bridge"]),
-    (dict(reason="stopped", detail="ssh: connection lost"), "stopped by an error", ["connection lost"]),
+    (dict(reason="stopped", detail="error: ssh: connection lost"), "stopped by an error", ["Error: ssh: connection lost"]),
     (dict(reason="stopped", detail=""), "stopped by an error", ["error"]),
 ])
 def test_each_way_a_session_ends_has_a_message(end, title, words):
@@ -153,15 +154,18 @@ def test_each_way_a_session_ends_has_a_message(end, title, words):
     st = fold(evs[:-1])
     msg = message_for({"type": "end", "t": 1000.0 + 60 * len(evs), **end}, st, set())
     assert msg.title == f"harness {SID}: {title}"
-    assert "Attempt 2" in msg.body and "furthest stage 5/7 reward" in msg.body and "17m" in msg.body
+    assert "Attempt 2" in msg.body and "13m" in msg.body
+    if end["reason"] != "passed":
+        assert msg.body.startswith("Attempt 2, furthest stage 5/7 reward, 13m. ")
     for w in words:
         assert w in msg.body
     assert len(msg.title) <= TITLE_MAX and len(msg.body) <= BODY_MAX
 
 
-def test_an_interruption_and_ordinary_events_say_nothing():
+def test_a_deliberate_stop_and_ordinary_events_say_nothing():
     st = fold(session_events(dict(reason="passed"))[:-1])
-    assert message_for({"type": "end", "reason": "stopped", "detail": "interrupted"}, st, set()) is None
+    for detail in ("interrupted", "stopped from the phone (harness stop)"):
+        assert message_for({"type": "end", "reason": "stopped", "detail": detail}, st, set()) is None
     for kind in ("session", "launch", "verdict", "model", "tool", "note", "activity", "fix"):
         assert message_for({"type": kind, "attempt": 2}, st, set()) is None
 
@@ -192,12 +196,14 @@ def test_after_a_resume_stages_reached_before_are_not_announced_again():
 
 def test_messages_fit_a_phone_and_carry_no_secret():
     long_sid = "nightly-" + "x" * 80
-    detail = f"HF_TOKEN={SECRET} in the env; Authorization: Bearer {SECRET}; " + "blah " * 100
+    detail = f"error: HF_TOKEN={SECRET} in the env; Authorization: Bearer {SECRET}; " + "blah " * 100
     st = State(session=long_sid)
-    for reason in ("stuck", "gave_up", "budget:money", "stopped"):
+    for reason in ("passed", "stuck", "gave_up", "budget:money", "stopped"):
         m = message_for({"type": "end", "reason": reason, "detail": detail}, st, set())
         assert len(m.title) <= TITLE_MAX and len(m.body) <= BODY_MAX
         assert m.title.startswith("harness nightly-xx") and "…" in m.title
+        if reason == "passed":
+            continue
         assert SECRET not in m.title + m.body and "<redacted>" in m.body
         assert m.body.endswith(("harness report", "harness continue", "then continue"))  # what next survives
 
@@ -225,7 +231,7 @@ def test_a_token_in_the_url_is_used_but_never_printed(tmp_path, endpoint, monkey
     monkeypatch.delenv("HARNESS_TEST_MISSING", raising=False)
     n = Notifier(["$HARNESS_TEST_NOTIFY", "${HARNESS_TEST_MISSING}", "nosuchscheme://x:" + SECRET + "@h/"], SID)
     assert n.enabled
-    drive(tmp_path, n, session_events(dict(reason="gave_up", detail=f"gave up; key={SECRET}")))
+    drive(tmp_path, n, session_events(dict(reason="gave_up", detail=f"gave up; api_key={SECRET}")))
     assert n.close(timeout=30)
     got = endpoint.got
     assert len(got) == 6 and got[-1]["path"] == "/push"

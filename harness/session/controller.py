@@ -71,6 +71,7 @@ class Session:
         self.playbook = dataclasses.replace(
             pb, timeouts=pb.timeouts | {stage_no[k]: v for k, v in spec.launch.timeouts.items()})
         self.live: RunHandle | None = None
+        self.keep_on_stop, self.stop_detail = False, "interrupted"  # set by whoever stops the session
 
     # ---------------------------------------------------------------- journal and view
     def emit(self, type: str, **fields) -> dict:
@@ -94,7 +95,7 @@ class Session:
             raise BudgetOver(over)
 
     def check_step(self) -> None:
-        if self.state.agent_steps >= self.spec.budgets.agent_steps:
+        if self.state.used("agent_steps") >= self.spec.budgets.agent_steps:
             raise BudgetOver("agent_steps")
 
     def budget_while_running(self, now: float, run_started: float) -> str | None:
@@ -102,49 +103,66 @@ class Session:
 
     # ---------------------------------------------------------------- the loop
     async def run(self) -> str:
-        if not self.state.session:
+        """Run the session, or resume it from its journal: a run still alive is re-attached,
+        never launched twice; a session that had ended goes on (with a fresh budget if a
+        budget had ended it)."""
+        st = self.state
+        if not st.session:
             self.emit("session", session=self.session, host=self.spec.host, workdir=self.spec.workdir)
+        elif st.ended:
+            prior = st.ended["reason"]
+            self.emit("continue", prior=prior, fresh_budget=prior.startswith("budget:"))
         reason, detail = "stopped", ""
         try:
             while True:
-                n = len(self.state.attempts) + 1
-                if over := relaunch_blocked(self.state, self.spec.budgets, self.spec.launch.devices, self.clock()):
-                    raise BudgetOver(over)
-                verdict = await self.attempt(n)
-                if stuck(self.state, self.spec.budgets.stuck_after):
-                    raise Stuck(f"the same failure {self.spec.budgets.stuck_after} attempts in a row "
-                                f"[{verdict['fingerprint']}]: {(verdict.get('root') or {}).get('text', '')[:200]}")
-                await self.respond(n, verdict)
+                last = st.attempts[-1] if st.attempts else None
+                if last is not None and last.verdict is not None:
+                    verdict = last.verdict
+                    if verdict["outcome"] == "pass":
+                        raise Passed(f"the chain passed on attempt {last.n}")
+                    if stuck(st, self.spec.budgets.stuck_after):
+                        raise Stuck(f"the same failure {self.spec.budgets.stuck_after} attempts in a row "
+                                    f"[{verdict['fingerprint']}]: {(verdict.get('root') or {}).get('text', '')[:200]}")
+                    if not st.pending_changes:  # not yet answered (or answered before a crash)
+                        await self.respond(last.n, verdict)
+                    if over := relaunch_blocked(st, self.spec.budgets, self.spec.launch.devices, self.clock()):
+                        raise BudgetOver(over)
+                    await self.attempt(last.n + 1)
+                else:  # the first attempt, or one whose run a crashed controller left behind
+                    await self.attempt(last.n if last is not None else 1)
         except SessionEnd as end:
             reason, detail = end.reason, str(end)
         except (asyncio.CancelledError, KeyboardInterrupt):
-            reason, detail = "stopped", "interrupted"
+            reason, detail = "stopped", self.stop_detail
             raise
         finally:
-            await self._stop_live()
+            await self._stop_live(keep=self.keep_on_stop and reason == "stopped")
             self.emit("end", reason=reason, detail=detail)
         return reason
 
     async def attempt(self, n: int) -> dict:
-        """Commit the workdir, launch, watch, stop; returns the `verdict` event."""
+        """Commit the workdir, launch (or re-attach to the run of attempt n a crashed controller
+        left), watch, stop; returns the `verdict` event."""
         st, spec = self.state, self.spec
-        before = st.attempts[-1].verdict if st.attempts else None
-        sha = await self.ledger.snapshot(n, _commit_message(self.session, n, before, None))
-        env = spec.launch.env | st.env
-        unset = [x for x in dict.fromkeys([*spec.launch.unset, *st.unset]) if x not in env]
-        self.activity(f"launching attempt {n}")
-        handle = await self.launcher.launch(spec.launch.command, workdir=spec.workdir,
-                                            run_id=f"{self.session}-{n}", env=env, unset=unset)
+        before = st.attempts[n - 2].verdict if n > 1 else None
+        run_id = f"{self.session}-{n}"
+        handle = await self.launcher.find(spec.workdir, run_id)
+        if handle is not None:
+            self.note(f"re-attached to run {run_id} of attempt {n}")
+            if len(st.attempts) < n or not st.attempts[n - 1].run_id:
+                self.emit("launch", attempt=n, run_id=run_id, pid=handle.pid, sha=None)
+        else:
+            handle = await self._launch(n, run_id, before)
         self.live = handle
-        t0 = self.clock()
-        self.emit("launch", attempt=n, run_id=handle.run_id, pid=handle.pid, sha=sha)
+        t0 = handle.started or self.clock()
         an = Analyzer(self.playbook)
         (self.dir / "attempts").mkdir(exist_ok=True)
-        with open(self.dir / "attempts" / f"{n:02d}.log", "ab") as log:
+        seen = set(st.attempts[n - 1].stages)
+        with open(self.dir / "attempts" / f"{n:02d}.log", "wb") as log:  # the watch reads from the start
             self.activity(f"attempt {n}: following the run")
-            w = await watch(self, handle, an, lambda no: self.emit("stage", attempt=n, stage=no, name=STAGES[no - 1]),
-                            log.write)
-        run_seconds = self.clock() - t0
+            w = await watch(self, handle, an, lambda no: no in seen or self.emit(
+                "stage", attempt=n, stage=no, name=STAGES[no - 1]), log.write)
+        run_seconds = max(0.0, self.clock() - t0)
         if not (w.reason == "passed" and spec.keep_run):
             await self._stop_live()
         v = w.verdict
@@ -162,6 +180,17 @@ class Session:
             raise BudgetOver(w.reason.split(":", 1)[1])
         return ev
 
+    async def _launch(self, n: int, run_id: str, before: dict | None) -> RunHandle:
+        st, spec = self.state, self.spec
+        sha = await self.ledger.snapshot(n, _commit_message(self.session, n, before, None))
+        env = spec.launch.env | st.env
+        unset = [x for x in dict.fromkeys([*spec.launch.unset, *st.unset]) if x not in env]
+        self.activity(f"launching attempt {n}")
+        handle = await self.launcher.launch(spec.launch.command, workdir=spec.workdir, run_id=run_id,
+                                            env=env, unset=unset)
+        self.emit("launch", attempt=n, run_id=handle.run_id, pid=handle.pid, sha=sha)
+        return handle
+
     async def respond(self, n: int, verdict: dict) -> None:
         """Known fix first, then cleanup-and-retry for infra failures, then the agent."""
         st, spec = self.state, self.spec
@@ -173,7 +202,7 @@ class Session:
             res = await apply_fix(self.transport, Fix(**fix), workdir=spec.workdir, env=st.env, unset=st.unset)
             self.emit("fix", attempt=n, fingerprint=key[0], signature=key[1], kind=fix["kind"],
                       description=res.description, applied=res.applied, files=res.files, env=res.env, unset=res.unset)
-            if res.applied:
+            if res.applied or " already " in f" {res.description} ":  # in place (e.g. applied before a crash)
                 return
         infra = root.get("class") == "infra" or (fix and fix["kind"] == "cleanup_retry")
         if infra and st.infra_retries < spec.budgets.infra_retries:
@@ -190,10 +219,13 @@ class Session:
         except GaveUp as exc:
             raise GaveUpEnd(str(exc)) from None
 
-    async def _stop_live(self) -> None:
+    async def _stop_live(self, keep: bool = False) -> None:
         if self.live is None:
             return
         handle, self.live = self.live, None
+        if keep:
+            self.note(f"run {handle.run_id} left running, as asked")
+            return
         self.activity(f"stopping run {handle.run_id}")
         rep = await self.launcher.stop(handle, cleanup=self.spec.cleanup)
         self.emit("stopped", attempt=len(self.state.attempts), run_id=handle.run_id, survivors=list(rep.survivors))

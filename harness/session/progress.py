@@ -58,24 +58,24 @@ def mean_run_seconds(st: State) -> float:
 
 def relaunch_blocked(st: State, budgets, devices: int, now: float) -> str | None:
     """The budget a relaunch would overrun (projected with the mean run time so far), or None."""
-    if st.relaunches + 1 > budgets.relaunches and st.attempts:
+    if st.used("relaunches") + 1 > budgets.relaunches and st.attempts:
         return "relaunches"
     run = mean_run_seconds(st)
     if st.started is not None and now + run - st.started > budgets.wall_clock:
         return "wall_clock"
     if budgets.accelerator_hours is not None and \
-            (st.accel_seconds + devices * run) / 3600 > budgets.accelerator_hours:
+            (st.used("accel_seconds") + devices * run) / 3600 > budgets.accelerator_hours:
         return "accelerator_hours"
     return None
 
 
 def model_blocked(st: State, budgets, tokens: int, money: float, now: float) -> str | None:
     """The budget the next model call (projected tokens and money) would overrun, or None."""
-    if st.agent_steps >= budgets.agent_steps:
+    if st.used("agent_steps") >= budgets.agent_steps:
         return "agent_steps"
-    if st.tokens + tokens > budgets.tokens:
+    if st.used("tokens") + tokens > budgets.tokens:
         return "tokens"
-    if st.money + money > budgets.money:
+    if st.used("money") + money > budgets.money:
         return "money"
     if st.started is not None and now - st.started > budgets.wall_clock:
         return "wall_clock"
@@ -87,6 +87,6 @@ def running_over(st: State, budgets, devices: int, now: float, run_started: floa
     if st.started is not None and now - st.started > budgets.wall_clock:
         return "wall_clock"
     if budgets.accelerator_hours is not None and \
-            (st.accel_seconds + devices * (now - run_started)) / 3600 > budgets.accelerator_hours:
+            (st.used("accel_seconds") + devices * (now - run_started)) / 3600 > budgets.accelerator_hours:
         return "accelerator_hours"
     return None

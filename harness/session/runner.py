@@ -21,14 +21,26 @@ def model_from_spec(m):
                        price_out=m.price_out, max_tokens=m.max_tokens, timeout=m.timeout, max_retries=m.max_retries)
 
 
-async def run_spec(spec, directory: Path, *, offline: bool = False, ui=None, model=None) -> Session:
-    """Run (or resume) the session in `directory`; returns it, ended."""
+async def run_spec(spec, directory: Path, *, offline: bool = False, ui=None, model=None,
+                   on_session=None) -> Session:
+    """Run (or resume) the session in `directory`; returns it, ended. `on_session(ses)` is
+    called before it runs (the background controller installs its stop handler there)."""
     if model is None and not offline and spec.model is not None:
         model = model_from_spec(spec.model)
+    notifier = None
+    if spec.notify:
+        from ..notify import Notifier
+
+        notifier = Notifier(spec.notify, Path(directory).name)
+        view, ui = ui, (lambda ev, st: (view and view(ev, st), notifier(ev, st)))
     transport = await connect(spec.host_spec())
     try:
         ses = Session(spec, directory, transport, model, offline=offline, ui=ui)
+        if on_session:
+            on_session(ses)
         await ses.run()
         return ses
     finally:
         await transport.close()
+        if notifier:
+            notifier.close()

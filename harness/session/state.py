@@ -14,6 +14,7 @@ Events (each also has `seq` and `t`, added by the journal):
     model     {attempt, step, prompt_tokens, completion_tokens, cost, seconds, retries, content}
     tool      {attempt, step, name, arguments, refused, end, output}
     note      {attempt, text}                         something the controller decided and why
+    continue  {prior, fresh_budget}                   a person resumed an ended session
     end       {reason, detail}                        passed | stuck | budget:<which> | gave_up | stopped
 """
 
@@ -57,6 +58,8 @@ class State:
     infra_retries: int = 0  # consecutive cleanup-and-retry attempts
     last_t: float | None = None
     ended: dict | None = None  # the `end` event
+    since: int = 0  # attempts before the last `continue`: stuck counts only later ones
+    base: dict = field(default_factory=dict)  # usage when a fresh budget was granted
 
     @property
     def relaunches(self) -> int:
@@ -64,7 +67,13 @@ class State:
 
     @property
     def fingerprints(self) -> list[str]:
-        return [a.verdict["fingerprint"] for a in self.attempts if a.verdict]
+        return [a.verdict["fingerprint"] for a in self.attempts[self.since:] if a.verdict]
+
+    def used(self, what: str) -> float:
+        """Budget usage since the last fresh budget (`harness continue` after a budget end)."""
+        now = {"relaunches": self.relaunches, "agent_steps": self.agent_steps, "tokens": self.tokens,
+               "money": self.money, "accel_seconds": self.accel_seconds}[what]
+        return now - self.base.get(what, 0)
 
     @property
     def passed(self) -> bool:
@@ -101,7 +110,7 @@ def apply(st: State, ev: dict) -> State:
         st.accel_seconds += ev.get("accel_seconds", 0.0)
     elif kind == "fix":
         st.fixes_tried.add((ev.get("fingerprint"), ev.get("signature")))
-        if ev["applied"]:
+        if ev["applied"] or " already " in f" {ev['description']} ":
             st.pending_changes.append(ev["description"])
             st.env, st.unset = dict(ev.get("env", st.env)), list(ev.get("unset", st.unset))
     elif kind == "cleanup":
@@ -118,6 +127,12 @@ def apply(st: State, ev: dict) -> State:
             st.pending_changes.append("agent: " + (ev.get("summary") or "relaunch"))
     elif kind == "end":
         st.ended = ev
+    elif kind == "continue":
+        st.ended, st.since = None, len(st.attempts)
+        if ev.get("fresh_budget"):
+            st.base = {k: st.used(k) + st.base.get(k, 0) for k in ("relaunches", "agent_steps", "tokens",
+                                                                   "money", "accel_seconds")}
+            st.started = ev["t"]
     if kind in ("fix", "model"):  # something other than a retry happened: the count starts over
         st.infra_retries = 0
     return st

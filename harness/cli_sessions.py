@@ -1,0 +1,137 @@
+"""Sessions for people: continue, status, sessions, stop, logs, attach; registered on harness.cli's app."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from .cli import app
+from .errors import BadInput
+from .session.detach import LOG, holder, request_stop, start_background
+from .session.journal import Journal
+from .session.status import phone_lines, sessions_table, status
+from .session.store import find_session, sessions_dir
+
+console = Console(highlight=False)
+
+
+def _unfinished_or_named(name: str | None) -> Path:
+    """The named session, else the latest one that has not ended (else the latest)."""
+    if name:
+        return find_session(name)
+    root = sessions_dir()
+    open_ones = [p.parent for p in sorted(root.glob("*/journal.jsonl"))
+                 if not any(e["type"] == "end" for e in Journal.read(p)[-1:])] if root.is_dir() else []
+    return open_ones[-1] if open_ones else find_session(None)
+
+
+@app.command("continue")
+def continue_(
+    session: Optional[str] = typer.Argument(None, help="Session id (default: the latest unfinished one)."),
+    fg: bool = typer.Option(False, "--fg", help="Stay in the foreground."),
+    offline: bool = typer.Option(False, "--offline", help="Declared fixes only."),
+) -> None:
+    """Resume a session in the background and return at once (a run still alive is re-attached)."""
+    directory = _unfinished_or_named(session)
+    before = status(directory)
+    fresh = (before["ended"] or "").startswith("budget:")
+    if fg:
+        from .cli_loop import run_session_fg
+        run_session_fg(directory, offline)
+        return
+    pid = start_background(directory, offline)
+    where = f"attempt {before['attempt']}, " + (f"ended {before['ended']}" if before["ended"] else before["doing"])
+    extra = f"; a fresh {before['ended'][7:]} budget of the same size" if fresh else ""
+    typer.echo(f"continuing {directory.name} in the background (pid {pid}): {where}{extra}; "
+               f"watch: harness status {directory.name}")
+
+
+@app.command("status")
+def status_(
+    session: Optional[str] = typer.Argument(None, help="Session id (default: the latest)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object."),
+) -> None:
+    """Where a session stands, in lines that fit a 40-column phone screen."""
+    s = status(find_session(session))
+    typer.echo(json.dumps(s) if as_json else "\n".join(phone_lines(s)))
+
+
+@app.command("sessions")
+def sessions() -> None:
+    """List the sessions, latest last."""
+    rows = sessions_table(sessions_dir())
+    if not rows:
+        typer.echo(f"no sessions in {sessions_dir()}")
+    for r in rows:
+        state = "running" if r["running"] else (r["ended"] or "not running")
+        typer.echo(f"{r['session']}  {state:18} attempt {r['attempt']:<3} {r['reached']}/7")
+
+
+@app.command("stop")
+def stop(
+    session: Optional[str] = typer.Argument(None, help="Session id (default: the latest)."),
+    keep_run: bool = typer.Option(False, "--keep-run", help="Leave the run alive; only the controller stops."),
+) -> None:
+    """Stop a session's controller; it stops the run it started unless --keep-run."""
+    directory = find_session(session)
+    pid = request_stop(directory, keep_run)
+    if pid is None:
+        raise BadInput(f"session {directory.name} has no controller running; nothing to stop")
+    for _ in range(300):  # the controller stops its run and writes `end`: wait (bounded) for it
+        if holder(directory) is None:
+            break
+        time.sleep(0.1)
+    typer.echo(f"stopped {directory.name} (controller pid {pid})" + (", run left alive" if keep_run else ""))
+
+
+@app.command("logs")
+def logs(
+    session: Optional[str] = typer.Argument(None, help="Session id (default: the latest)."),
+    follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing as the run writes."),
+    controller: bool = typer.Option(False, "--controller", help="The controller's own log instead."),
+) -> None:
+    """The latest attempt's run log (as the controller copied it)."""
+    directory = find_session(session)
+    path = directory / LOG if controller else _latest_log(directory)
+    if path is None:
+        raise BadInput(f"session {directory.name} has no attempt log yet")
+    with open(path, "rb") as fh:
+        while True:
+            data = fh.read()
+            if data:
+                typer.echo(data.decode(errors="replace"), nl=False)
+            if not follow or (holder(directory) is None and not data):
+                return
+            time.sleep(0.5)
+            newer = _latest_log(directory)
+            if not controller and newer != path:
+                path = newer
+                fh = open(path, "rb")  # noqa: SIM115 (the next attempt's log)
+
+
+def _latest_log(directory: Path) -> Path | None:
+    found = sorted((directory / "attempts").glob("[0-9][0-9].log")) if (directory / "attempts").is_dir() else []
+    return found[-1] if found else None
+
+
+@app.command("attach")
+def attach(session: Optional[str] = typer.Argument(None, help="Session id (default: the latest).")) -> None:
+    """Follow a session's events live until it ends (Ctrl-C leaves it running)."""
+    from .ui import event_line
+
+    directory = find_session(session)
+    seen = 0
+    while True:
+        events = Journal.read(directory / "journal.jsonl")
+        for ev in events[seen:]:
+            if (line := event_line(ev)) is not None:
+                console.print(line)
+        seen = len(events)
+        if events and events[-1]["type"] == "end" and holder(directory) is None:
+            return
+        time.sleep(0.5)
