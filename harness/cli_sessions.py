@@ -135,3 +135,72 @@ def attach(session: Optional[str] = typer.Argument(None, help="Session id (defau
         if events and events[-1]["type"] == "end" and holder(directory) is None:
             return
         time.sleep(0.5)
+
+
+PHONE_ALLOWED = ("continue", "status", "stop", "report", "logs", "sessions")
+
+
+@app.command("phone")
+def phone() -> None:
+    """The forced command of a phone's key: runs only continue, status, stop, report, logs, sessions."""
+    import os
+    import shlex
+    import sys
+
+    try:
+        args = shlex.split(os.environ.get("SSH_ORIGINAL_COMMAND", "") or "status")
+    except ValueError as e:
+        raise BadInput(f"cannot read the command ({e}); allowed: {', '.join(PHONE_ALLOWED)}") from None
+    if args and args[0] == "harness":
+        args = args[1:]
+    if not args or args[0] not in PHONE_ALLOWED:
+        raise BadInput(f"not allowed: {args[0] if args else '(nothing)'}; allowed: {', '.join(PHONE_ALLOWED)}")
+    if args[0] == "continue" and "--fg" in args:
+        raise BadInput("continue --fg is not for the phone: plain `continue` runs in the background")
+    os.execv(sys.argv[0], [sys.argv[0], *args])
+
+
+@app.command("nightly")
+def nightly(
+    specs: list[Path] = typer.Argument(..., metavar="SPEC...", help="Run specs; one fresh session each."),
+    offline: bool = typer.Option(False, "--offline", help="Declared fixes only."),
+) -> None:
+    """Unattended: a fresh session per spec, one after another; exit 0 all passed, 1 one did not
+    pass, 2 one could not run. A spec whose previous nightly session still runs is skipped (2)."""
+    import asyncio
+    import hashlib
+    import os
+
+    from .errors import HarnessError
+    from .report import markdown
+    from .session.detach import AlreadyRunning, mark_holder, take_lock
+    from .session.runner import run_spec
+    from .session.store import home, new_session
+    from .spec import dump_spec, load_spec
+    from .ui import SessionView
+
+    worst = 0
+    for path in specs:
+        lock_dir = home() / "nightly" / hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:16]
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = take_lock(lock_dir)
+        except AlreadyRunning:
+            typer.echo(f"{path}: a nightly session of this spec is still running; skipped")
+            worst = 2
+            continue
+        try:
+            mark_holder(fd, os.getpid())
+            spec = load_spec(path)
+            directory = new_session(dump_spec(spec))
+            with SessionView(Console(highlight=False, force_terminal=False, width=160)) as view:
+                ses = asyncio.run(run_spec(spec, directory, offline=offline, ui=view))
+            (directory / "report.md").write_text(markdown(Journal.read(directory / "journal.jsonl")), encoding="utf-8")
+            typer.echo(f"{path}: session {directory.name} {ses.state.ended['reason']}; report: {directory / 'report.md'}")
+            worst = max(worst, 0 if ses.state.passed else 1)
+        except HarnessError as e:
+            typer.echo(f"{path}: could not run: {e}")
+            worst = 2
+        finally:
+            os.close(fd)
+    raise typer.Exit(worst)

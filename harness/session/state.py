@@ -132,6 +132,7 @@ def apply(st: State, ev: dict) -> State:
         if ev.get("fresh_budget"):
             st.base = {k: st.used(k) + st.base.get(k, 0) for k in ("relaunches", "agent_steps", "tokens",
                                                                    "money", "accel_seconds")}
+            st.base["relaunches"] += 1  # like a new session: its first launch is not a relaunch
             st.started = ev["t"]
     if kind in ("fix", "model"):  # something other than a retry happened: the count starts over
         st.infra_retries = 0

@@ -28,6 +28,7 @@ def new_session(frozen_spec: str, now: float | None = None) -> Path:
     d = sessions_dir() / sid
     d.mkdir(parents=True)
     (d / "spec.yaml").write_text(frozen_spec, encoding="utf-8")
+    (d / "journal.jsonl").touch(mode=0o600)  # the session is findable from now on, before its controller runs
     return d
 
 

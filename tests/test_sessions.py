@@ -1,0 +1,160 @@
+"""Sessions for people, through real processes: the background controller, its lock, stop,
+re-attaching a live run, the phone's forced command over the real loopback sshd, nightly."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.session.detach import take_lock
+from harness.session.journal import Journal
+from sshd import keygen
+from test_minichain import PROXY_VARS, TARGET, processes_of
+
+HARNESS = Path(sys.executable).parent / "harness"
+
+
+def harness(*args: str, home: Path, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in PROXY_VARS} | {"HARNESS_HOME": str(home), "COLUMNS": "160"}
+    return subprocess.run([str(HARNESS), *args], capture_output=True, text=True, env=env, timeout=timeout, **kw)
+
+
+def wait_for(predicate, what: str, limit: float = 120.0):
+    """Poll a condition a background process will make true (bounded; not a timing assertion)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+def journal(home: Path, session: str) -> list[dict]:
+    return Journal.read(home / "sessions" / session / "journal.jsonl")
+
+
+def long_run_spec(tmp_path: Path) -> Path:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "run.sh").write_text("echo 'minichain driver pid=1: config x, seed 0'\nexec sleep 300\n")
+    spec = tmp_path / "h.yaml"
+    spec.write_text(f"host: localhost\ntransport: local\nworkdir: {work}\nlaunch: {{command: bash run.sh}}\n"
+                    "playbooks: [minichain]\n")
+    return spec
+
+
+def session_of(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout.split()[1]
+
+
+def test_detach_status_stop_keep_run_and_a_single_controller(tmp_path):
+    home, spec = tmp_path / "home", long_run_spec(tmp_path)
+    sid = session_of(harness("run", str(spec), "--detach", "--offline", home=home))
+    wait_for(lambda: any(e["type"] == "launch" for e in journal(home, sid)), "the launch")
+    st = json.loads(harness("status", sid, "--json", home=home).stdout)
+    assert st["running"] and st["attempt"] == 1 and st["doing"] == "watching attempt 1"
+    lines = harness("status", sid, home=home).stdout.splitlines()
+    assert lines[0] == f"session {sid}" and all(len(x) <= 40 for x in lines)
+
+    again = harness("continue", sid, home=home)  # one controller per session
+    assert again.returncode == 2 and "already running (pid" in again.stderr
+
+    stop = harness("stop", sid, "--keep-run", home=home)  # the controller goes, the run stays
+    assert stop.returncode == 0 and "run left alive" in stop.stdout
+    assert journal(home, sid)[-1]["reason"] == "stopped" and processes_of(tmp_path / "work")
+
+    # two `continue`s at once: one starts a controller, the other is told it runs
+    procs = [subprocess.Popen([str(HARNESS), "continue", sid], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=dict(os.environ, HARNESS_HOME=str(home))) for _ in range(2)]
+    outs = [p.communicate(timeout=60) + (p.returncode,) for p in procs]
+    assert sorted(o[2] for o in outs) == [0, 2], outs
+    wait_for(lambda: any("re-attached" in e.get("text", "") for e in journal(home, sid)), "the re-attach")
+    launches = [e for e in journal(home, sid) if e["type"] == "launch"]
+    assert len(launches) == 1  # the live run was re-attached, never launched twice
+
+    assert harness("stop", sid, home=home).returncode == 0
+    ev = journal(home, sid)
+    assert ev[-1]["type"] == "end" and ev[-1]["reason"] == "stopped"
+    assert [e["type"] for e in ev].count("continue") == 1
+    wait_for(lambda: not processes_of(tmp_path / "work"), "the run to be gone")
+    assert "stopped" in harness("sessions", home=home).stdout
+
+
+def minichain_fault03(tmp_path: Path) -> Path:
+    work = tmp_path / "minichain"
+    shutil.copytree(TARGET, work, ignore=shutil.ignore_patterns("__pycache__", "faults"))
+    subprocess.run(["git", "apply", str(TARGET / "faults" / "03-token-margin-2048.patch")], cwd=work, check=True)
+    spec = tmp_path / "h.yaml"
+    spec.write_text(f"host: localhost\ntransport: local\nworkdir: {work}\nplaybooks: [minichain]\n"
+                    f"launch: {{command: bash run.sh, env: {{PYTHON: {sys.executable}}}, settle: 1}}\n"
+                    "budgets: {relaunches: 0}\n")
+    return spec
+
+
+def test_phone_continue_disconnect_and_status_over_ssh(ssh_lab, tmp_path):
+    """The phone's key runs `harness phone` as its forced command; `ssh box continue` returns at
+    once, the session goes on after the SSH session ended, and a later `ssh box status` shows it."""
+    home = tmp_path / "home"
+    r = harness("run", str(minichain_fault03(tmp_path)), "--offline", home=home)
+    assert r.returncode == 1 and "budget:relaunches" in r.stdout, r.stdout + r.stderr  # the fix needs a relaunch
+    sid = r.stdout.split()[1]
+    key = tmp_path / "phone_key"
+    pub = keygen(key)
+    keys = ssh_lab.servers["box"].root / "authorized_keys"
+    saved = keys.read_text()
+    keys.write_text(saved + f'command="HARNESS_HOME={home} {HARNESS} phone",restrict {pub}\n')
+
+    def ssh(*words: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["ssh", "-F", str(ssh_lab.ssh_config), "-i", str(key), "-o", "IdentitiesOnly=yes",
+                               "-o", "BatchMode=yes", "box", *words], capture_output=True, text=True, timeout=60)
+    try:
+        cont = ssh("continue", "--offline")
+        assert cont.returncode == 0 and f"continuing {sid} in the background" in cont.stdout, cont.stdout + cont.stderr
+        assert "fresh relaunches budget" in cont.stdout
+        wait_for(lambda: [e["type"] for e in journal(home, sid)].count("end") == 2, "the session to end again")
+        status = ssh("status")
+        assert status.returncode == 0 and "ended: passed" in status.stdout, status.stdout
+        assert all(len(x) <= 40 for x in status.stdout.splitlines())
+        refused = ssh("rm", "-rf", "/")
+        assert refused.returncode == 2 and "allowed: continue, status, stop, report, logs, sessions" in refused.stderr
+    finally:
+        keys.write_text(saved)
+    assert [e["reason"] for e in journal(home, sid) if e["type"] == "end"] == ["budget:relaunches", "passed"]
+
+
+def test_nightly_exit_codes_and_no_overlap(tmp_path):
+    home = tmp_path / "home"
+    passing = minichain_fault03(tmp_path)
+    passing.write_text(passing.read_text().replace("budgets: {relaunches: 0}", "budgets: {relaunches: 2}"))
+    (tmp_path / "f").mkdir()
+    failing = long_run_spec(tmp_path / "f")
+    (tmp_path / "f" / "work" / "run.sh").write_text("echo 'Traceback (most recent call last):'\necho 'ValueError: no'\nexit 3\n")
+    unreachable = tmp_path / "u.yaml"
+    unreachable.write_text(f"host: 127.0.0.1\nport: 1\nworkdir: {tmp_path}\nlaunch: {{command: 'true'}}\n")
+    assert harness("nightly", str(passing), "--offline", home=home).returncode == 0
+    assert harness("nightly", str(passing), str(failing), "--offline", home=home).returncode == 1
+    r = harness("nightly", str(unreachable), "--offline", home=home)
+    assert r.returncode == 2 and "could not run" in r.stdout
+    lock_dir = home / "nightly" / hashlib.sha1(str(passing.resolve()).encode()).hexdigest()[:16]
+    fd = take_lock(lock_dir)  # a nightly session of this spec is still running
+    try:
+        r = harness("nightly", str(passing), "--offline", home=home)
+        assert r.returncode == 2 and "still running; skipped" in r.stdout
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("cmd", ["report", "sessions"])
+def test_phone_allows_only_its_commands_locally(tmp_path, cmd):
+    env = dict(os.environ, HARNESS_HOME=str(tmp_path), SSH_ORIGINAL_COMMAND="reboot now")
+    r = subprocess.run([str(HARNESS), "phone"], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and r.stderr.startswith("error: not allowed: reboot;") and cmd in r.stderr
