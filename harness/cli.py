@@ -156,6 +156,7 @@ def bench_remote(
 
 from . import cli_loop  # noqa: E402,F401  (registers run, demo, diff, undo on `app`)
 from . import cli_sessions  # noqa: E402,F401  (continue, status, sessions, stop, logs, attach)
+from . import cli_report  # noqa: E402,F401
 
 
 def main() -> None:

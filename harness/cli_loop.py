@@ -14,8 +14,6 @@ from rich.console import Console
 from .cli import app
 from .errors import BadInput
 from .remote.transport import connect
-from .report import markdown
-from .session.journal import Journal
 from .session.ledger import Ledger
 from .session.store import find_session, new_session
 from .spec import dump_spec, load_spec
@@ -26,8 +24,9 @@ console = Console(highlight=False)
 
 def _finish(ses) -> None:
     """Write the report and say how it ended; exit 0 when the chain passed, 1 when not."""
-    report = ses.dir / "report.md"
-    report.write_text(markdown(Journal.read(ses.dir / "journal.jsonl")), encoding="utf-8")
+    from .cli_report import write_session_reports
+
+    report = write_session_reports(ses.dir)
     console.print(f"session {ses.session}: {ses.state.ended['reason']} after {len(ses.state.attempts)} attempt(s); "
                   f"report: {report}")
     raise typer.Exit(0 if ses.state.passed else 1)

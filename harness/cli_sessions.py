@@ -39,6 +39,10 @@ def continue_(
     """Resume a session in the background and return at once (a run still alive is re-attached)."""
     directory = _unfinished_or_named(session)
     before = status(directory)
+    if before["ended"] == "passed":
+        typer.echo(f"session {directory.name} passed already (attempt {before['attempt']}); nothing to continue; "
+                   f"`harness report {directory.name}` tells its story")
+        return
     fresh = (before["ended"] or "").startswith("budget:")
     if fg:
         from .cli_loop import run_session_fg
@@ -172,7 +176,7 @@ def nightly(
     import os
 
     from .errors import HarnessError
-    from .report import markdown
+    from .cli_report import write_session_reports
     from .session.detach import AlreadyRunning, mark_holder, take_lock
     from .session.runner import run_spec
     from .session.store import home, new_session
@@ -195,8 +199,8 @@ def nightly(
             directory = new_session(dump_spec(spec))
             with SessionView(Console(highlight=False, force_terminal=False, width=160)) as view:
                 ses = asyncio.run(run_spec(spec, directory, offline=offline, ui=view))
-            (directory / "report.md").write_text(markdown(Journal.read(directory / "journal.jsonl")), encoding="utf-8")
-            typer.echo(f"{path}: session {directory.name} {ses.state.ended['reason']}; report: {directory / 'report.md'}")
+            report = write_session_reports(directory)
+            typer.echo(f"{path}: session {directory.name} {ses.state.ended['reason']}; report: {report}")
             worst = max(worst, 0 if ses.state.passed else 1)
         except HarnessError as e:
             typer.echo(f"{path}: could not run: {e}")

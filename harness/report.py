@@ -1,41 +1,267 @@
 """The session report, built from the journal alone (so it can be made during or after a
-session, and from a replay): the headline, then one row per attempt — what it saw, what was
-changed before it, how it ended."""
+session, and from a replay) plus, when the host can be reached, the ledger's cumulative diff.
+
+    print(markdown(events, diff))   # for terminals and issues; harness.report_html.html: for a phone
+
+`diff` is the ledger's diff (first attempt -> latest): None when it was not fetched, with
+`diff_error` saying why when fetching failed. Event types this module does not know (a later
+`continue`, say) are shown in the timeline by their type and text, never an error.
+"""
 
 from __future__ import annotations
 
+import re
 import time
+from dataclasses import dataclass
 
 from .chain import STAGES
+from .redact import redact
 from .session.state import fold
 
+MAX_DIFF_LINES = 2000  # a report must still open on a phone; `harness diff` has the rest
+_EDITED = re.compile(r"edited (.+?): \d+ line")  # the edit tool's answer when it changed a file
 
-def _cell(text: str, n: int = 140) -> str:
-    text = " ".join(str(text).split()).replace("|", "\\|")
+
+@dataclass
+class Row:
+    """One attempt: what it saw | what was changed after it, before the next | its result."""
+    n: int
+    saw: str
+    root: str
+    changed: list[str]
+    result: str
+    marks: str  # one of ✓ ✗ · per stage
+
+
+@dataclass
+class Report:
+    """Every text in it is one redacted line, except `diff` (redacted, capped at MAX_DIFF_LINES)."""
+    session: str
+    status: str  # passed | not_passed | running
+    lead: str  # the headline's verdict: chain passed | chain not passed (<reason>) | running
+    headline: str  # the lead and where it stopped
+    facts: list[tuple[str, str]]
+    rows: list[Row]
+    timeline: list[tuple[str, str, str]]  # (+H:MM:SS, kind, text)
+    files: list[str]
+    interventions: list[str]
+    diff: str | None
+    diff_note: str
+
+
+def build(events: list[dict], diff: str | None = None, *, diff_error: str | None = None) -> Report:
+    st = fold(events)  # a `continue` after an `end` makes the session run again: st.ended is None
+    ended = st.ended
+    rows = [_row(a, events, ended) for a in st.attempts]
+    status = "passed" if ended and ended["reason"] == "passed" else ("not_passed" if ended else "running")
+    files, source = (changed_files(diff), "diff") if diff is not None else (_journal_files(events), "journal")
+    files = [_line(f, 300) for f in files]
+    people = [_line(_event_line(e)[1]) for e in events if _by_a_person(e)]
+    t0 = next((e["t"] for e in events if e["type"] == "session"), events[0]["t"] if events else 0.0)
+    facts = [(k, _line(v, 600)) for k, v in _facts(st, t0, ended, files, source, diff, people)]
+    lead, rest = (_line(x, 300) for x in _headline(st, ended, status))
+    return Report(_line(st.session), status, lead, lead + ("" if rest[:1] == ":" else " ") + rest, facts, rows,
+                  _timeline(events, t0), files, people, *_diff_part(diff, diff_error, _line(st.session)))
+
+
+def markdown(events: list[dict], diff: str | None = None, *, diff_error: str | None = None) -> str:
+    r = build(events, diff, diff_error=diff_error)
+    out = [f"# harness session {_md(r.session)}", "", f"**{_md(r.lead)}**{_md(r.headline[len(r.lead):])}", ""]
+    out += [f"- {k}: {_md(v)}" for k, v in r.facts] + ["", "## The chain", ""]
+    out += ["| attempt | " + " | ".join(STAGES) + " |", "|---" * (len(STAGES) + 1) + "|"]
+    out += [f"| {x.n} | " + " | ".join(x.marks) + " |" for x in r.rows]
+    out += ["", "✓ passed, ✗ failed, · not reached", "", "## Attempts", "",
+            "| attempt | what it saw | what was changed before the next | result |", "|---|---|---|---|"]
+    for x in r.rows:
+        saw = _md(x.saw) + (f": {_code(x.root)}" if x.root else "")
+        out.append(f"| {x.n} | {saw} | {_md('; '.join(x.changed) or '—')} | {_md(x.result)} |")
+    out += ["", "## Timeline", ""] + [f"- `{t}` **{k}** {_md(text)}" for t, k, text in r.timeline]
+    out += ["", "## The cumulative diff", ""]
+    if r.diff:
+        fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", r.diff)), default=0))
+        out += [fence + "diff", r.diff.rstrip("\n"), fence]
+    out += [_md(r.diff_note)] if r.diff_note else []
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------- the facts
+def _by_a_person(e: dict) -> bool:
+    """`harness continue`, or a stop somebody asked for (Ctrl-C, `harness stop`); a `stopped` end
+    with no detail or one starting with "error" is the controller failing (as harness.notify reads it)."""
+    detail = str(e.get("detail") or "")
+    return e["type"] == "continue" or (e["type"] == "end" and e.get("reason") == "stopped" and bool(detail)
+                                       and not detail.lower().startswith("error"))
+
+
+def _headline(st, ended: dict | None, status: str) -> tuple[str, str]:
+    """(the verdict, the rest): Markdown sets the verdict in bold."""
+    best = max((a.reached for a in st.attempts), default=0)
+    last = st.attempts[-1] if st.attempts else None
+    if status == "passed":
+        return "chain passed", f" on attempt {len(st.attempts)}"
+    if status == "running":
+        now = f"attempt {last.n} under way" if last and not last.verdict else f"{len(st.attempts)} attempt(s) done"
+        return "running", f": {now}, furthest {best}/{len(STAGES)} stages so far"
+    lead = f"chain not passed ({ended['reason']})"
+    if last is None:
+        return lead, ": no attempt was launched"
+    rest = f": attempt {last.n} stopped with {_result(last, ended)}, {last.reached}/{len(STAGES)} stages passed"
+    return lead, rest + (f"; furthest {best}/{len(STAGES)}" if best > last.reached else "")
+
+
+def _facts(st, t0, ended, files, source, diff, people) -> list[tuple[str, str]]:
+    ends = f"{ended['reason']}{' — ' + ended['detail'] if ended.get('detail') else ''}" if ended else "still running"
+    lines = (diff or "").splitlines()
+    size = f" (+{sum(ln[:1] == '+' and ln[:3] != '+++' for ln in lines)} " \
+           f"−{sum(ln[:1] == '-' and ln[:3] != '---' for ln in lines)} lines)" if lines else ""
+    shown = ", ".join(files[:20]) + (f", … {len(files) - 20} more" if len(files) > 20 else "")
+    changed = f"{len(files)}{size}" + ("" if source == "diff" else " (from the journal: the diff was not read)") \
+        + (f": {shown}" if files else "")
+    return [("ended", ends), ("host", f"{st.host}:{st.workdir}"),
+            ("started", time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t0))),
+            ("duration", duration((st.last_t or t0) - t0)),
+            ("attempts", f"{len(st.attempts)} ({st.relaunches} relaunch{'es' if st.relaunches != 1 else ''})"),
+            ("files changed", changed),
+            ("model", f"{st.model_calls} calls, {st.tokens} tokens, money {st.money:.4f}; "
+                      f"{st.agent_steps} agent tool calls"),
+            ("waiting", f"for the run {duration(st.run_seconds)}, for the model {duration(st.model_seconds)}"),
+            ("human interventions", f"{len(people)}" + (": " + "; ".join(people) if people else ""))]
+
+
+def _row(a, events: list[dict], ended: dict | None) -> Row:
+    v = a.verdict or {}
+    top = v.get("last_stage_passed", a.reached)
+    saw = f"passed {top}/{len(STAGES)}" + (f" ({STAGES[top - 1]})" if top else "")
+    root = _line((v.get("root") or {}).get("text") or "", 300)
+    marks = "".join("✗" if s == v.get("failed_stage") else ("✓" if s <= top else "·")
+                    for s in range(1, len(STAGES) + 1))
+    return Row(a.n, saw, root, _changes(a.n, events), _line(_result(a, ended)), marks)
+
+
+def _result(a, ended: dict | None) -> str:
+    if not (v := a.verdict):
+        return "stopped before a verdict" if ended else "running"
+    return _where(v) + (f" ({v['reason']})" if str(v.get("reason", "")).startswith("budget:") else "")
+
+
+def _where(v: dict) -> str:
+    return v["outcome"] + (f" at {STAGES[v['failed_stage'] - 1]}" if v.get("failed_stage") else "")
+
+
+def _changes(n: int, events: list[dict]) -> list[str]:
+    """What happened to the workdir or the run's env after attempt n ended, before n+1 started."""
+    out: list[str] = []
+    for e in (e for e in events if e.get("attempt") == n):
+        if e["type"] == "fix":  # "… already …": in place before a crash, so it counts (as in the fold)
+            done = e.get("applied") or " already " in f" {e.get('description')} "
+            out.append(("" if done else "not applied: ") + e.get("description", e.get("signature", "")))
+        elif e["type"] == "cleanup":
+            out.append("cleanup and retry" + (": " + "; ".join(e["commands"]) if e.get("commands") else ""))
+        elif e["type"] == "tool" and not e.get("refused"):
+            out += [f"edited {f}" for f in _edited(e)]
+            if e.get("end") in ("relaunch", "give_up"):
+                out.append(f"agent {'relaunched' if e['end'] == 'relaunch' else 'gave up'}: {e.get('summary', '')}")
+    return [_line(c, 200) for c in dict.fromkeys(out)]
+
+
+def _timeline(events: list[dict], t0: float) -> list[tuple[str, str, str]]:
+    rows = []
+    for e in events:
+        kind, text = _event_line(e)
+        if text is not None:
+            offset = max(0, int(e.get("t", t0) - t0))
+            rows.append((f"+{offset // 3600}:{offset // 60 % 60:02d}:{offset % 60:02d}", _line(kind, 40),
+                         _line(text, 240)))
+    return rows
+
+
+def _event_line(e: dict) -> tuple[str, str | None]:
+    """(kind, one line) for the timeline; text None leaves the event out (stages, model calls…)."""
+    kind, n = e["type"], e.get("attempt")
+    if kind == "launch":
+        return kind, f"attempt {n} launched (run {e.get('run_id', '?')})"
+    if kind == "verdict":
+        root = (e.get("root") or {}).get("text")
+        return kind, f"attempt {n}: {_where(e)}, passed {e['last_stage_passed']}/{len(STAGES)}" \
+            + (f" — {root}" if root else "")
+    if kind == "fix":
+        return kind, ("declared fix: " if e.get("applied") else "declared fix not applied: ") + e.get("description", "")
+    if kind == "cleanup":
+        return kind, f"cleanup ({'ok' if e.get('ok') else 'failed'}): " + "; ".join(e.get("commands", []))
+    if kind == "tool" and e.get("end") in ("relaunch", "give_up") and not e.get("refused"):
+        return e["end"], f"agent: {e.get('summary', '')}"
+    if kind == "end":
+        return kind, f"session ended: {e.get('reason')}" + (f" — {e['detail']}" if e.get("detail") else "")
+    if kind == "note":
+        return kind, e.get("text", "")
+    if kind == "continue":
+        return kind, f"resumed by a person after {e.get('prior', 'the end')}" + \
+            (", with a fresh budget" if e.get("fresh_budget") else "")
+    if kind in ("session", "stage", "stopped", "model", "tool"):
+        return kind, None
+    return kind, _text(e)  # a type this report does not know: its own words
+
+
+def _text(e: dict) -> str:
+    """The words of an event of any type, known or not."""
+    return next((str(e[k]) for k in ("text", "detail", "reason", "summary", "message") if e.get(k)), "")
+
+
+# ---------------------------------------------------------------------- the diff
+def changed_files(diff: str) -> list[str]:
+    """The paths a git diff changes, in order (the new path; the old one when deleted)."""
+    files: list[str] = []
+    for block in re.split(r"^diff --git ", diff, flags=re.M)[1:]:
+        head = block.split("\n@@", 1)[0]  # lines after the first hunk are content, not names
+        paths = re.findall(r'^(?:--- "?a/|\+\+\+ "?b/)(.+?)"?$', head, re.M) or \
+            re.findall(r' "?b/(.+?)"?$', head.split("\n", 1)[0])  # binary or mode-only: the header
+        files += paths[-1:]
+    return list(dict.fromkeys(files))
+
+
+def _journal_files(events: list[dict]) -> list[str]:
+    """Files declared fixes and the agent's edits changed: what the journal knows without the host."""
+    return list(dict.fromkeys(f for e in events for f in (e.get("files", []) if e["type"] == "fix" and e.get("applied")
+                                                         else _edited(e))))
+
+
+def _edited(e: dict) -> list[str]:
+    m = e["type"] == "tool" and not e.get("refused") and _EDITED.match(e.get("output") or "")
+    return [m.group(1)] if m else []
+
+
+def _diff_part(diff: str | None, error: str | None, session: str) -> tuple[str | None, str]:
+    if diff is None:
+        why = f"unavailable: {_line(error)}" if error else "not included"
+        return None, f"The cumulative diff is {why}; `harness diff {session}` shows it when the host can be reached."
+    lines = redact(diff).splitlines()
+    if not lines:
+        return None, "No change: the workdir is as the session found it."
+    more = len(lines) - MAX_DIFF_LINES
+    return "\n".join(lines[:MAX_DIFF_LINES]) + "\n", \
+        f"… {more} more lines: `harness diff {session}` shows the whole diff." if more > 0 else ""
+
+
+# ---------------------------------------------------------------------- text
+def duration(seconds: float) -> str:
+    s = max(0, int(round(seconds)))
+    if s < 60:
+        return f"{s}s"
+    return f"{s // 60}m{s % 60:02d}s" if s < 3600 else f"{s // 3600}h{s // 60 % 60:02d}m"
+
+
+def _line(text, n: int = 200) -> str:
+    """One redacted line of at most n characters: every journal text goes through here."""
+    text = " ".join(redact(str(text)).split())
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def markdown(events: list[dict]) -> str:
-    st = fold(events)
-    end = st.ended or {}
-    took = (st.last_t or 0) - (st.started or 0)
-    best = max((a.reached for a in st.attempts), default=0)
-    head = "chain passed" if st.passed else f"chain not passed ({end.get('reason', 'running')}); furthest: " \
-           f"{best}/{len(STAGES)} stages"
-    lines = [f"# harness session {st.session}", "",
-             f"**{head}** — {len(st.attempts)} attempt(s) in {took / 60:.1f} min on {st.host}:{st.workdir}", "",
-             f"- ended: {end.get('reason', 'still running')}{' — ' + end['detail'] if end.get('detail') else ''}",
-             f"- started: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(st.started or 0))}",
-             f"- model: {st.model_calls} calls, {st.tokens} tokens, {st.money:.4f} money; "
-             f"agent tool calls: {st.agent_steps}",
-             f"- run time: {st.run_seconds:.0f} s; model time: {st.model_seconds:.0f} s", "",
-             "| attempt | changed before it | reached | result | root cause |", "|---|---|---|---|---|"]
-    for a in st.attempts:
-        v = a.verdict or {}
-        result = v.get("outcome", "running")
-        if v.get("failed_stage"):
-            result += f" at {STAGES[v['failed_stage'] - 1]}"
-        root = (v.get("root") or {}).get("text", "")
-        lines.append(f"| {a.n} | {_cell('; '.join(a.changes) or 'first run')} | {a.reached}/{len(STAGES)} | "
-                     f"{result} | {_cell(root)} |")
-    return "\n".join(lines) + "\n"
+def _md(text: str) -> str:
+    """Plain text safe in a Markdown table cell: no cell breaks, and `<redacted>` not taken for HTML."""
+    return re.sub(r"<(?=[A-Za-z/!?])", r"\\<", text.replace("|", "\\|"))
+
+
+def _code(text: str) -> str:
+    ticks = "`" * (1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text.replace('|', chr(92) + '|')}{pad}{ticks}"

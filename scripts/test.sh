@@ -13,6 +13,14 @@ if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then
         >/tmp/harness-apt.log 2>&1 || { echo "test.sh: error: could not install openssh-server (see /tmp/harness-apt.log)" >&2; tail -20 /tmp/harness-apt.log >&2; exit 1; }
 fi
 
+# The report test opens the HTML report in headless Chromium (Debian's package is `chromium`).
+if [ ! -x /usr/bin/chromium ]; then
+    echo "test.sh: installing chromium for the HTML report test" >&2
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium; } \
+        >/tmp/harness-apt.log 2>&1 || { echo "test.sh: error: could not install chromium (see /tmp/harness-apt.log)" >&2; tail -20 /tmp/harness-apt.log >&2; exit 1; }
+fi
+
 .venv/bin/python -m pytest "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then

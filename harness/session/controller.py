@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import secrets
 import time
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from ..agent.policy import Policy
 from ..analyze import Analyzer, build_digest
 from ..chain import STAGES
 from ..playbook import Fix, load_playbook
-from ..remote.launch import Launcher, RunHandle
+from ..remote.launch import Launcher, RunActive, RunHandle
 from .journal import Journal
 from .ledger import Ledger
 from .progress import fingerprint, model_blocked, relaunch_blocked, running_over, stuck
@@ -109,9 +110,11 @@ class Session:
         st = self.state
         if not st.session:
             self.emit("session", session=self.session, host=self.spec.host, workdir=self.spec.workdir)
-        elif st.ended:
-            prior = st.ended["reason"]
-            self.emit("continue", prior=prior, fresh_budget=prior.startswith("budget:"))
+        else:  # resuming: a killed controller may have left git lock files in the ledger
+            await self.ledger.recover()
+            if st.ended:
+                prior = st.ended["reason"]
+                self.emit("continue", prior=prior, fresh_budget=prior.startswith("budget:"))
         reason, detail = "stopped", ""
         try:
             while True:
@@ -145,16 +148,11 @@ class Session:
         left), watch, stop; returns the `verdict` event."""
         st, spec = self.state, self.spec
         before = st.attempts[n - 2].verdict if n > 1 else None
-        run_id = f"{self.session}-{n}"
-        handle = await self.launcher.find(spec.workdir, run_id)
-        if handle is not None:
-            self.note(f"re-attached to run {run_id} of attempt {n}")
-            if len(st.attempts) < n or not st.attempts[n - 1].run_id:
-                self.emit("launch", attempt=n, run_id=run_id, pid=handle.pid, sha=None)
-        else:
-            handle = await self._launch(n, run_id, before)
+        t_launch = self.clock()
+        handle, reattached = await self._find_or_launch(n, before)
         self.live = handle
-        t0 = handle.started or self.clock()
+        # a re-attached run has been running since it started (the host's clock), a new one since now
+        t0 = handle.started if reattached and handle.started else t_launch
         an = Analyzer(self.playbook)
         (self.dir / "attempts").mkdir(exist_ok=True)
         seen = set(st.attempts[n - 1].stages)
@@ -179,6 +177,31 @@ class Session:
         if w.reason.startswith("budget:"):
             raise BudgetOver(w.reason.split(":", 1)[1])
         return ev
+
+    async def _find_or_launch(self, n: int, before: dict | None) -> tuple[RunHandle, bool]:
+        """The run of attempt n: the one a killed controller launched (re-attached, never launched
+        twice), else a new one."""
+        st = self.state
+        known = st.attempts[n - 1].run_id if len(st.attempts) >= n else ""
+        run_id = known or f"{self.session}-{n}"
+        handle = await self.launcher.find(self.spec.workdir, run_id)
+        for _ in range(50):  # a launch cut short: its supervisor may still be writing the pid
+            if handle is None or handle.pid is not None:
+                break
+            await self.sleep(0.1)
+            handle = await self.launcher.find(self.spec.workdir, run_id)
+        if handle is None or handle.pid is None:  # never started (or never claimed): launch it now
+            fresh = run_id if handle is None else f"{run_id}-{secrets.token_hex(2)}"
+            try:
+                return await self._launch(n, fresh, before), False
+            except RunActive as e:  # the run a killed controller started under another id
+                if not e.run_id.startswith(f"{self.session}-{n}"):
+                    raise
+                run_id, handle = e.run_id, await self.launcher.find(self.spec.workdir, e.run_id)
+        self.note(f"re-attached to run {run_id} of attempt {n}")
+        if not known:
+            self.emit("launch", attempt=n, run_id=run_id, pid=handle.pid, sha=None)
+        return handle, True
 
     async def _launch(self, n: int, run_id: str, before: dict | None) -> RunHandle:
         st, spec = self.state, self.spec
@@ -228,7 +251,9 @@ class Session:
             return
         self.activity(f"stopping run {handle.run_id}")
         rep = await self.launcher.stop(handle, cleanup=self.spec.cleanup)
-        self.emit("stopped", attempt=len(self.state.attempts), run_id=handle.run_id, survivors=list(rep.survivors))
+        n = len(self.state.attempts)
+        if not (self.state.attempts and self.state.attempts[-1].stopped and rep.ok and not rep.terminated):
+            self.emit("stopped", attempt=n, run_id=handle.run_id, survivors=list(rep.survivors))
 
 
 def _commit_message(session: str, n: int, before: dict | None, after: dict | None) -> str:

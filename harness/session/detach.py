@@ -126,10 +126,9 @@ def _main(argv: list[str]) -> int:
         print(f"error: {e}", flush=True)
         return 2
     finally:
-        from ..report import markdown
-        from .journal import Journal
+        from ..cli_report import write_session_reports
 
-        (directory / "report.md").write_text(markdown(Journal.read(directory / "journal.jsonl")), encoding="utf-8")
+        write_session_reports(directory)
     return 0
 
 

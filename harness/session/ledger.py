@@ -147,6 +147,13 @@ class Ledger:
         r = await self._sh(ANNOTATE, "annotate", REF=self._ref(attempt), MSG=message)
         return r.stdout.strip()
 
+    async def recover(self) -> None:
+        """Remove git lock files a killed controller left in the ledger (only the controller
+        holding the session's lock calls this, when it resumes the session)."""
+        d = shlex.quote(self.git_dir)
+        await self.t.run(f"rm -f {d}/index.lock; [ -d {d}/refs ] && find {d}/refs -name '*.lock' -delete; true",
+                         timeout=60)
+
     async def attempts(self) -> list[tuple[int, str, str]]:
         """(attempt, sha, first line of its message) for each snapshot of this session, ascending."""
         r = await self._sh(LIST, "list", PREFIX=f"refs/harness/{self.session}/")

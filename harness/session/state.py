@@ -31,6 +31,7 @@ class Attempt:
     verdict: dict | None = None  # the `verdict` event
     changes: list[str] = field(default_factory=list)  # what was changed before this attempt ran
     stages: list[int] = field(default_factory=list)
+    stopped: bool = False  # a `stopped` event: its run was stopped and swept
 
     @property
     def reached(self) -> int:
@@ -102,6 +103,8 @@ def apply(st: State, ev: dict) -> State:
         a = st.attempt(n)
         a.run_id, a.started, a.changes = ev["run_id"], ev["t"], st.pending_changes
         st.pending_changes = []
+    elif kind == "stopped":
+        st.attempt(n).stopped = True
     elif kind == "stage":
         st.attempt(n).stages.append(ev["stage"])
     elif kind == "verdict":
