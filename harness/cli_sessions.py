@@ -102,8 +102,9 @@ def logs(
     """The latest attempt's run log (as the controller copied it)."""
     directory = find_session(session)
     path = directory / LOG if controller else _latest_log(directory)
-    if path is None:
-        raise BadInput(f"session {directory.name} has no attempt log yet")
+    if path is None or not path.is_file():
+        what = "controller log (it never ran in the background)" if controller else "attempt log yet"
+        raise BadInput(f"session {directory.name} has no {what}")
     with open(path, "rb") as fh:
         while True:
             data = fh.read()

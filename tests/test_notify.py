@@ -281,3 +281,31 @@ def test_no_urls_or_only_unset_variables_means_no_apprise_and_no_thread(monkeypa
     n({"type": "end", "reason": "passed"}, State(session=SID))
     assert n.close(timeout=1) and n._thread is None
     assert not Notifier([], SID).enabled
+
+
+def test_a_real_session_notifies_through_the_spec(tmp_path, endpoint, monkeypatch):
+    """The controller wired to the spec's notify URL (given as $NAME): minichain with fault 03,
+    fixed by its declared fix, reaches every stage and passes; the endpoint hears it all."""
+    import asyncio
+    import shutil
+    import subprocess
+    import sys
+
+    from harness.session.runner import run_spec
+    from harness.spec import RunSpec
+    from test_minichain import TARGET
+
+    work = tmp_path / "minichain"
+    shutil.copytree(TARGET, work, ignore=shutil.ignore_patterns("__pycache__", "faults"))
+    subprocess.run(["git", "apply", str(TARGET / "faults" / "03-token-margin-2048.patch")], cwd=work, check=True)
+    monkeypatch.setenv("HARNESS_TEST_NOTIFY", f"json://127.0.0.1:{endpoint.port}/hook")
+    spec = RunSpec.model_validate({
+        "host": "localhost", "transport": "local", "workdir": str(work), "playbooks": ["minichain"],
+        "launch": {"command": "bash run.sh", "env": {"PYTHON": sys.executable}, "settle": 1},
+        "notify": ["$HARNESS_TEST_NOTIFY"]})
+    ses = asyncio.run(run_spec(spec, tmp_path / "s-notify", offline=True))
+    assert ses.state.passed
+    sid = "s-notify"
+    assert endpoint.titles() == [f"harness {sid}: {s} reached" for s in
+                                 ("engine_start", "completion", "task_dispatch", "trajectory", "reward",
+                                  "training_data", "actor_update")] + [f"harness {sid}: chain passed"]

@@ -158,3 +158,20 @@ def test_phone_allows_only_its_commands_locally(tmp_path, cmd):
     env = dict(os.environ, HARNESS_HOME=str(tmp_path), SSH_ORIGINAL_COMMAND="reboot now")
     r = subprocess.run([str(HARNESS), "phone"], capture_output=True, text=True, env=env)
     assert r.returncode == 2 and r.stderr.startswith("error: not allowed: reboot;") and cmd in r.stderr
+
+
+def test_logs_and_attach_show_an_ended_session(tmp_path):
+    home = tmp_path / "home"
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "run.sh").write_text("echo 'hello from the run'\necho 'Traceback (most recent call last):'\n"
+                                 "echo 'ValueError: broken on purpose'\nexit 1\n")
+    spec = tmp_path / "h.yaml"
+    spec.write_text(f"host: localhost\ntransport: local\nworkdir: {work}\nlaunch: {{command: bash run.sh, settle: 0.5}}\n")
+    assert harness("run", str(spec), "--offline", home=home).returncode == 1
+    logs = harness("logs", home=home)
+    assert logs.returncode == 0 and "hello from the run" in logs.stdout and "ValueError: broken" in logs.stdout
+    no_ctl = harness("logs", "--controller", home=home)
+    assert no_ctl.returncode == 2 and "never ran in the background" in no_ctl.stderr
+    att = harness("attach", home=home, timeout=60)  # an ended session: its story, then it returns
+    assert att.returncode == 0 and "attempt 1: crash" in att.stdout and "session ended: gave_up" in att.stdout
