@@ -193,3 +193,12 @@ class Matchers:
 
     def first(self, group: str, text: str, found=None):
         return next(self._candidates(group, text, self.scan(text) if found is None else found), None)
+
+
+def valid_regex(v: str) -> str:
+    """`v` if it compiles; a ValueError saying why not (pydantic turns it into a field error)."""
+    try:
+        re.compile(v)
+    except re.error as e:
+        raise ValueError(f"invalid regex {v!r}: {e}") from None
+    return v

@@ -17,7 +17,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .patterns import Matchers
+from .patterns import Matchers, valid_regex
 from .yamlfile import Loader, load_model, node_line
 from .chain import CATEGORIES, STAGES
 from .errors import PlaybookError
@@ -43,11 +43,7 @@ class Pattern(_Model):
     @field_validator("regex")
     @classmethod
     def _compiles(cls, v: str) -> str:
-        try:
-            re.compile(v)
-        except re.error as e:
-            raise ValueError(f"invalid regex {v!r}: {e}") from None
-        return v
+        return valid_regex(v)
 
     @model_validator(mode="after")
     def _backed(self) -> "Pattern":

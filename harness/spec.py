@@ -30,6 +30,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
 from .chain import STAGES
+from .patterns import valid_regex
 from .redact import redact
 from .remote.transport import ENV_NAME, HostSpec
 
@@ -86,18 +87,10 @@ def _playbook(v: str, info: ValidationInfo) -> str:
     return str(p.resolve())
 
 
-def _regex(v: str) -> str:
-    try:
-        re.compile(v)
-    except re.error as e:
-        raise ValueError(f"invalid regex {v!r}: {e}") from None
-    return v
-
-
 Duration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
 StageName = Annotated[str, AfterValidator(_stage)]
-Regex = Annotated[str, AfterValidator(_regex)]
+Regex = Annotated[str, AfterValidator(valid_regex)]
 NonEmpty = Annotated[str, Field(min_length=1)]
 PlaybookRef = Annotated[str, Field(min_length=1), AfterValidator(_playbook)]
 

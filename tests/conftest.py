@@ -1,3 +1,4 @@
+import asyncio
 import os
 import shutil
 import sys
@@ -21,3 +22,19 @@ def ssh_lab(tmp_path_factory):
     lab = SshLab(tmp_path_factory.mktemp("ssh")).start()
     yield lab
     lab.stop()
+
+
+@pytest.fixture
+def arun():
+    """Run a coroutine to completion on this test's own event loop, bounded (60 s)."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+
+    def arun(coro):
+        return loop.run_until_complete(asyncio.wait_for(coro, 60))
+
+    yield arun
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.run_until_complete(loop.shutdown_default_executor())
+    asyncio.set_event_loop(None)
+    loop.close()

@@ -25,7 +25,6 @@ from harness.remote.transport import CommandResult, FileStat, HostSpec, Transpor
 
 KINDS = ["local", "asyncssh", "paramiko"]
 MODULES = {"asyncssh": "harness.remote.ssh", "paramiko": "harness.remote.paramiko_ssh"}
-LIMIT = 60  # seconds any single arun() may take
 
 # "gone" also when only a zombie is left (a reparented child nobody has reaped yet)
 GONE = ('p=$(cat {pidfile}); if kill -0 "$p" 2>/dev/null && '
@@ -46,20 +45,6 @@ def spec(request) -> HostSpec:
     lab = request.getfixturevalue("ssh_lab")  # only SSH kinds start (or skip for) the sshd lab
     return HostSpec(host="box", transport=kind, ssh_config=str(lab.ssh_config), known_hosts=str(lab.known_hosts))
 
-
-@pytest.fixture
-def arun():
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-
-    def arun(coro):
-        return loop.run_until_complete(asyncio.wait_for(coro, LIMIT))
-
-    yield arun
-    loop.run_until_complete(loop.shutdown_asyncgens())
-    loop.run_until_complete(loop.shutdown_default_executor())
-    asyncio.set_event_loop(None)
-    loop.close()
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from ..errors import PlaybookError
+from ..patterns import valid_regex
 from ..yamlfile import Loader, node_line
 from .model import Reply, ToolCall, Usage, assistant_message, cost, estimate_tokens, parse_arguments
 
@@ -58,11 +59,7 @@ class ScriptRule(BaseModel):
     @field_validator("when")
     @classmethod
     def _regex(cls, v: str) -> str:
-        try:
-            re.compile(v)
-        except re.error as e:
-            raise ValueError(f"not a valid regex: {e}") from None
-        return v
+        return valid_regex(v)
 
 
 _RULES = TypeAdapter(list[ScriptRule])
