@@ -148,11 +148,11 @@ class Session:
         left), watch, stop; returns the `verdict` event."""
         st, spec = self.state, self.spec
         before = st.attempts[n - 2].verdict if n > 1 else None
-        t_launch = self.clock()
         handle, reattached = await self._find_or_launch(n, before)
         self.live = handle
-        # a re-attached run has been running since it started (the host's clock), a new one since now
-        t0 = handle.started if reattached and handle.started else t_launch
+        # run time: a new run's from now (launching is the harness's own time), a re-attached
+        # run's since it started (the host's clock)
+        t0 = handle.started if reattached and handle.started else self.clock()
         an = Analyzer(self.playbook)
         (self.dir / "attempts").mkdir(exist_ok=True)
         seen = set(st.attempts[n - 1].stages)

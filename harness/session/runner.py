@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import BadInput
+from ..record import Recorder, RecordingModel, RecordingTransport
 from ..remote.transport import connect
 from .controller import Session
 
@@ -33,7 +34,10 @@ async def run_spec(spec, directory: Path, *, offline: bool = False, ui=None, mod
 
         notifier = Notifier(spec.notify, Path(directory).name)
         view, ui = ui, (lambda ev, st: (view and view(ev, st), notifier(ev, st)))
-    transport = await connect(spec.host_spec())
+    inner = await connect(spec.host_spec())
+    recorder = Recorder(Path(directory) / "recording.jsonl")  # always on: what a replay serves back
+    transport = RecordingTransport(inner, recorder)
+    model = RecordingModel(model, recorder) if model is not None else None
     try:
         ses = Session(spec, directory, transport, model, offline=offline, ui=ui)
         if on_session:
@@ -42,5 +46,6 @@ async def run_spec(spec, directory: Path, *, offline: bool = False, ui=None, mod
         return ses
     finally:
         await transport.close()
+        recorder.close()
         if notifier:
             notifier.close()

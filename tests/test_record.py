@@ -1,0 +1,40 @@
+"""Recording is always on: a session's recording.jsonl holds every remote call with its result
+and every model request with its reply, in order, with the controller's clock."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+
+from harness.agent.scripted import ScriptedModel
+from harness.record import read_recording
+from harness.session.journal import Journal
+from harness.session.runner import run_spec
+from test_loop import FAILING, spec_for
+
+
+def test_a_session_records_its_commands_reads_and_model_calls(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "run.sh").write_text(FAILING)
+    rules = [{"when": "No valid rounds", "replies": [
+        {"calls": [{"tool": "bash", "args": {"command": "echo looked at it"}}]},
+        {"calls": [{"tool": "give_up", "args": {"reason": "recorded enough"}}]}]}]
+    d = tmp_path / "session"
+    ses = asyncio.run(run_spec(spec_for(work), d, model=ScriptedModel(rules)))
+    assert ses.state.ended["reason"] == "gave_up"
+    rec = read_recording(d / "recording.jsonl")
+    assert [e["n"] for e in rec] == list(range(1, len(rec) + 1))
+    assert all(e["t0"] <= e["t1"] for e in rec) and all(a["t0"] <= b["t0"] for a, b in zip(rec, rec[1:]))
+    kinds = {e["k"] for e in rec}
+    assert {"run", "read", "write", "stat", "model"} <= kinds
+    bash = [e for e in rec if e["k"] == "run" and e["cmd"] == "echo looked at it"]
+    assert len(bash) == 1 and bash[0]["result"]["stdout"] == "looked at it\n" and bash[0]["result"]["returncode"] == 0
+    log = b"".join(base64.b64decode(e["data"]) for e in rec if e["k"] == "read" and e["path"].endswith("/run.log"))
+    assert b"ValueError: No valid rounds" in log  # the run's log bytes as they arrived
+    models = [e for e in rec if e["k"] == "model"]
+    assert len(models) == 2 and models[0]["messages"][1]["content"].startswith("Attempt 1 failed at engine_start (crash). Root cause: ValueError: No valid rounds")
+    assert models[1]["reply"]["tool_calls"][0]["function"]["name"] == "give_up"
+    assert models[0]["tools"] == ["bash", "edit", "relaunch", "give_up"]
+    # the journal's model events match the recording's, one for one
+    assert len([e for e in Journal.read(d / "journal.jsonl") if e["type"] == "model"]) == len(models)
