@@ -80,7 +80,7 @@ async def agent_turn(ses, attempt: int, verdict: dict, digest: str) -> str:
             args = call.arguments if call.error is None else {"_error": call.error}
             ses.check_step()
             ses.activity(f"{call.name} {_short(args)}")
-            res = await tools.call(call.name, args)
+            res = await tools.call_tool(call)  # invalid JSON arguments come back to the model as text
             ses.emit("tool", attempt=attempt, step=step, name=call.name, arguments=_short(args, 400),
                      refused=res.refused, end=res.end, summary=res.summary, output=res.output[:2000])
             messages.append({"role": "tool", "tool_call_id": call.id, "content": res.output})
