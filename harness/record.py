@@ -18,7 +18,7 @@ import os
 import time
 from pathlib import Path
 
-from .remote.transport import CommandResult, FileStat
+from .remote.transport import CommandResult, FileStat, checked
 
 
 class Recorder:
@@ -59,11 +59,7 @@ class RecordingTransport:
             self.rec.add("run", t0, cmd=cmd, cwd=cwd, env=env, timeout=timeout, error=f"{type(e).__name__}: {e}")
             raise
         self.rec.add("run", t0, cmd=cmd, cwd=cwd, env=env, timeout=timeout, result=dataclasses.asdict(r))
-        if check and not r.ok:
-            from .errors import CommandFailed, CommandTimeout
-
-            raise (CommandTimeout if r.timed_out else CommandFailed)(r)
-        return r
+        return checked(r, check)
 
     async def read(self, path: str, offset: int = 0, size: int | None = None) -> bytes:
         t0 = self.rec.clock()

@@ -10,8 +10,7 @@ import secrets
 import signal
 from stat import S_ISDIR
 
-from ..errors import CommandFailed, CommandTimeout
-from .transport import CommandResult, FileStat
+from .transport import CommandResult, FileStat, checked
 
 GRACE = 0.5  # seconds between TERM and KILL on timeout
 DRAIN = 1.0  # seconds to collect output still buffered in the pipes after a kill
@@ -24,12 +23,6 @@ def _abs(path: str) -> str:
 def _killpg(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
-
-
-def _checked(result: CommandResult, check: bool) -> CommandResult:
-    if check and not result.ok:
-        raise (CommandTimeout if result.timed_out else CommandFailed)(result)
-    return result
 
 
 async def _pump(stream: asyncio.StreamReader, buf: bytearray) -> None:
@@ -51,7 +44,7 @@ class LocalTransport:
         except OSError as e:  # the cwd is missing or not a directory: a failed command, as `cd` would be
             if e.filename != workdir:
                 raise
-            return _checked(CommandResult(cmd, 1, "", f"cd: {workdir}: {e.strerror}\n"), check)
+            return checked(CommandResult(cmd, 1, "", f"cd: {workdir}: {e.strerror}\n"), check)
         out, err = bytearray(), bytearray()
         pumps = asyncio.gather(_pump(proc.stdout, out), _pump(proc.stderr, err))
         done = asyncio.gather(pumps, proc.wait())
@@ -74,7 +67,7 @@ class LocalTransport:
                 proc._transport.close()  # asyncio's Process has no public way to close its pipes
         result = CommandResult(cmd, None if timed_out else proc.returncode,
                                out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), timed_out)
-        return _checked(result, check)
+        return checked(result, check)
 
     async def read(self, path: str, offset: int = 0, size: int | None = None) -> bytes:
         def _read() -> bytes:

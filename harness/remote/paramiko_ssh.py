@@ -33,10 +33,10 @@ import time
 
 import paramiko
 
-from ..errors import BadInput, CommandFailed, CommandTimeout, HostKeyError, TransportError
+from ..errors import BadInput, HostKeyError, TransportError
 from . import hostkeys
 from .procs import KILL_GRACE, kill_script
-from .transport import ENV_NAME, CommandResult, FileStat, HostSpec
+from .transport import ENV_NAME, CommandResult, FileStat, HostSpec, checked
 
 POOL_IDLE, MAX_CHANNELS = 8, 8  # shells kept open; concurrent commands (sshd MaxSessions is 10)
 _NET = (OSError, EOFError, paramiko.SSHException)
@@ -202,9 +202,7 @@ class ParamikoTransport:
             except asyncio.CancelledError:
                 stop.set()  # the worker kills the command and frees the shell
                 raise
-        if check and not r.ok:
-            raise (CommandTimeout if r.timed_out else CommandFailed)(r)
-        return r
+        return checked(r, check)
 
     def _shell(self):
         with self._lock:

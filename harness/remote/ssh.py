@@ -25,10 +25,10 @@ from stat import S_ISDIR
 
 import asyncssh
 
-from ..errors import CommandFailed, CommandTimeout, TransportError
+from ..errors import TransportError
 from . import hostkeys
 from .shellpool import ShellPool, _reason
-from .transport import CommandResult, FileStat, HostSpec
+from .transport import CommandResult, FileStat, HostSpec, checked
 
 KEEPALIVE = 30  # seconds between keepalives on an idle connection
 CHUNK = 1 << 16  # bytes asked for at once when reading past the size stat gave
@@ -172,12 +172,7 @@ class AsyncSSHTransport:
     async def run(self, cmd: str, *, timeout: float | None = None, check: bool = False,
                   env: dict[str, str] | None = None, cwd: str | None = None) -> CommandResult:
         rc, out, err, timed_out = await self.pool.run(cmd, env=env, cwd=cwd, timeout=timeout)
-        result = CommandResult(cmd, rc, out, err, timed_out)
-        if check and timed_out:
-            raise CommandTimeout(result)
-        if check and not result.ok:
-            raise CommandFailed(result)
-        return result
+        return checked(CommandResult(cmd, rc, out, err, timed_out), check)
 
     async def sftp(self) -> asyncssh.SFTPClient:
         if self._sftp is not None:

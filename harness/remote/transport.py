@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from ..errors import CommandFailed, CommandTimeout
+
 # What `env` keys (and names to unset) must look like: a shell variable name, exported as is.
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -102,6 +104,13 @@ class Transport(Protocol):
 
     async def close(self) -> None:
         ...
+
+
+def checked(result: CommandResult, check: bool) -> CommandResult:
+    """`result`, or with `check=True` a failure raised as CommandFailed / CommandTimeout."""
+    if check and not result.ok:
+        raise (CommandTimeout if result.timed_out else CommandFailed)(result)
+    return result
 
 
 async def connect(spec: HostSpec) -> Transport:
