@@ -324,7 +324,7 @@ def test_set_yaml_fix(workdir):
     assert r.description == "config.yaml: rollout.token_margin 2048 -> 16384"
     assert yaml.safe_load((workdir / "config.yaml").read_text())["rollout"]["token_margin"] == 16384
     again = _apply(workdir, Fix(kind="set_yaml", file="config.yaml", key="rollout.token_margin", value="16384"))
-    assert not again.applied and "already set" in again.description and again.files == []
+    assert not again.applied and again.already and "already set" in again.description and again.files == []
     r = _apply(workdir, Fix(kind="set_yaml", file=str(workdir / "config.yaml"),
                             key="ray_init.runtime_env.env_vars.no_proxy", value="127.0.0.1,localhost"))
     assert r.applied and r.files == ["config.yaml"]
@@ -333,7 +333,7 @@ def test_set_yaml_fix(workdir):
 
 def test_set_yaml_not_applied(workdir):
     r = _apply(workdir, Fix(kind="set_yaml", file="conf/missing.yaml", key="a", value="1"))
-    assert not r.applied and r.description == "conf/missing.yaml: no such file in the workdir"
+    assert not r.applied and not r.already and r.description == "conf/missing.yaml: no such file in the workdir"
     (workdir / "conf/flow.yaml").write_text("a: {b: 1}\n")
     r = _apply(workdir, Fix(kind="set_yaml", file="conf/flow.yaml", key="a.b", value="2"))
     assert not r.applied and "cannot set a.b safely" in r.description and "\n" not in r.description
@@ -352,14 +352,14 @@ def test_replace_fix_keeps_mode_and_is_idempotent(workdir):
     assert (workdir / "run.sh").read_text() == "#!/bin/sh\necho new new\n"
     assert os.stat(workdir / "run.sh").st_mode & 0o777 == 0o755
     r = _apply(workdir, Fix(kind="replace", file="run.sh", old="old", new="new"))
-    assert not r.applied and "already applied" in r.description
+    assert not r.applied and r.already and "already applied" in r.description
     r = _apply(workdir, Fix(kind="replace", file="run.sh", old="absent", new="x"))
-    assert not r.applied and r.description == "run.sh: text not found: 'absent'"
+    assert not r.applied and not r.already and r.description == "run.sh: text not found: 'absent'"
     # `new` containing `old`: a second application changes nothing
     r = _apply(workdir, Fix(kind="replace", file="run.sh", old="echo", new="exec echo"))
     assert r.applied and (workdir / "run.sh").read_text() == "#!/bin/sh\nexec echo new new\n"
     r = _apply(workdir, Fix(kind="replace", file="run.sh", old="echo", new="exec echo"))
-    assert not r.applied and "already applied" in r.description
+    assert not r.applied and r.already and "already applied" in r.description
 
 
 @pytest.mark.parametrize("file", ["../outside.txt", "conf/../../outside.txt", "/etc/hostname", ".", "OUTSIDE_ABS"])
@@ -387,7 +387,7 @@ def test_env_fixes():
     assert r.applied and r.description == "unset http_proxy, https_proxy for the run"
     assert r.env == {"A": "1"} and r.unset == ["http_proxy", "https_proxy"]
     r = _run(apply_fix(None, fix, workdir="/w", env=r.env, unset=r.unset))
-    assert not r.applied and "already unset" in r.description and r.unset == ["http_proxy", "https_proxy"]
+    assert not r.applied and r.already and "already unset" in r.description and r.unset == ["http_proxy", "https_proxy"]
     r = _run(apply_fix(None, Fix(kind="unset_env", names=["bad name"]), workdir="/w", env={}, unset=[]))
     assert not r.applied and r.unset == []
 

@@ -32,14 +32,15 @@ class FixResult:
     env: dict[str, str]  # the launch env to use from now on (set_env adds/overrides)
     unset: list[str]  # the names to unset from now on (unset_env adds; set_env removes the name)
     files: list[str] = field(default_factory=list)  # files changed, relative to the workdir
+    already: bool = False  # not applied because it is already in place (e.g. applied before a crash)
 
 
 async def apply_fix(transport, fix: "Fix", *, workdir: str, env: dict[str, str], unset: list[str]) -> FixResult:
     """Apply one playbook fix. Never raises for a fix that does not fit the workdir."""
     env, unset = dict(env), list(unset)
 
-    def result(applied: bool, description: str, files: list[str] | None = None) -> FixResult:
-        return FixResult(applied, redact(description), env, unset, files or [])
+    def result(applied: bool, description: str, files: list[str] | None = None, already: bool = False) -> FixResult:
+        return FixResult(applied, redact(description), env, unset, files or [], already)
 
     if fix.kind == "cleanup_retry":
         return result(True, "clean up and retry")  # the controller does the cleanup
@@ -60,8 +61,8 @@ async def apply_fix(transport, fix: "Fix", *, workdir: str, env: dict[str, str],
         new_text, description = _replace(text, fix.old, fix.new, rel)
     else:
         new_text, description = _set_yaml(text, fix.key, fix.value, rel)
-    if new_text is None:
-        return result(False, description)
+    if new_text is None or new_text == text:
+        return result(False, description, already=new_text == text)
     await transport.write(path, new_text.encode("utf-8"))  # keeps the file's mode
     return result(True, description, [rel])
 
@@ -80,7 +81,7 @@ def _set_env(name: str, value: str, env: dict, unset: list, result) -> FixResult
     if not ENV_NAME.match(name):
         return result(False, f"set_env: {name!r} is not a variable name")
     if env.get(name) == value and name not in unset:
-        return result(False, f"{name} is already {value} for the run")
+        return result(False, f"{name} is already {value} for the run", already=True)
     env[name] = value
     unset[:] = [n for n in unset if n != name]
     return result(True, f"set {name}={value} for the run")
@@ -92,7 +93,7 @@ def _unset_env(names: list[str], env: dict, unset: list, result) -> FixResult:
         return result(False, f"unset_env: {', '.join(map(repr, bad))} not variable names")
     changed = [n for n in dict.fromkeys(names) if n not in unset or n in env]
     if not changed:
-        return result(False, f"{', '.join(names)} already unset for the run")
+        return result(False, f"{', '.join(names)} already unset for the run", already=True)
     for n in changed:
         env.pop(n, None)
     unset += [n for n in changed if n not in unset]
@@ -105,6 +106,7 @@ def _short(text: str) -> str:
 
 
 def _replace(text: str, old: str, new: str, rel: str) -> tuple[str | None, str]:
+    """(new text, description); the text itself when already in place, None when not applicable."""
     if old in new:  # count and replace only the `old`s outside the `new`s: applying twice is a no-op
         pieces = text.split(new)
         count = sum(p.count(old) for p in pieces)
@@ -113,16 +115,17 @@ def _replace(text: str, old: str, new: str, rel: str) -> tuple[str | None, str]:
         count, out = text.count(old), text.replace(old, new)
     if count == 0:
         if new in text:
-            return None, f"{rel}: already applied ({_short(new)} is there)"
+            return text, f"{rel}: already applied ({_short(new)} is there)"
         return None, f"{rel}: text not found: {_short(old)}"
     places = "1 place" if count == 1 else f"{count} places"
     return out, f"{rel}: {_short(old)} -> {_short(new)} ({places})"
 
 
 def _set_yaml(text: str, key: str, value: str, rel: str) -> tuple[str | None, str]:
+    """(new text, description); the text itself when already set, None when it cannot be set."""
     try:
         if yamledit.is_set(text, key, value):
-            return None, f"{rel}: {key} already set to {value}"
+            return text, f"{rel}: {key} already set to {value}"
         out, old = yamledit.set_key(text, key, value)
     except ValueError as e:  # the file or the value cannot be edited safely
         return None, f"{rel}: {e}"

@@ -224,8 +224,9 @@ class Session:
             self.activity(f"applying the declared fix of {root.get('signature')}")
             res = await apply_fix(self.transport, Fix(**fix), workdir=spec.workdir, env=st.env, unset=st.unset)
             self.emit("fix", attempt=n, fingerprint=key[0], signature=key[1], kind=fix["kind"],
-                      description=res.description, applied=res.applied, files=res.files, env=res.env, unset=res.unset)
-            if res.applied or " already " in f" {res.description} ":  # in place (e.g. applied before a crash)
+                      description=res.description, applied=res.applied, already=res.already, files=res.files,
+                      env=res.env, unset=res.unset)
+            if res.applied or res.already:
                 return
         infra = root.get("class") == "infra" or (fix and fix["kind"] == "cleanup_retry")
         if infra and st.infra_retries < spec.budgets.infra_retries:

@@ -9,7 +9,8 @@ Events (each also has `seq` and `t`, added by the journal):
                healthy_updates, run_seconds, accel_seconds}   how the attempt ended (reason: passed |
                                                       failed | exited | hung | budget:<which>)
     stopped   {attempt, run_id, survivors}            the run was stopped (or had exited) and swept
-    fix       {attempt, signature, kind, description, applied, files}   a declared fix
+    fix       {attempt, signature, kind, description, applied, already, files, env, unset}   a declared fix
+                                                      (already: it was in place, e.g. applied before a crash)
     cleanup   {attempt, commands, ok}                 an infra failure cleaned up before a retry
     model     {attempt, step, prompt_tokens, completion_tokens, cost, seconds, retries, content}
     tool      {attempt, step, name, arguments, refused, end, output}
@@ -113,7 +114,7 @@ def apply(st: State, ev: dict) -> State:
         st.accel_seconds += ev.get("accel_seconds", 0.0)
     elif kind == "fix":
         st.fixes_tried.add((ev.get("fingerprint"), ev.get("signature")))
-        if ev["applied"] or " already " in f" {ev['description']} ":
+        if ev["applied"] or ev.get("already"):
             st.pending_changes.append(ev["description"])
             st.env, st.unset = dict(ev.get("env", st.env)), list(ev.get("unset", st.unset))
     elif kind == "cleanup":
