@@ -5,27 +5,18 @@ line on bad input."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-HARNESS = Path(sys.executable).parent / "harness"
-
-
-def harness(*args: str, home: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
-    env |= {"HARNESS_HOME": str(home), "COLUMNS": "160"}
-    return subprocess.run([str(HARNESS), *args], capture_output=True, text=True, env=env, timeout=timeout)
+from test_sessions import harness
 
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     home = tmp_path_factory.mktemp("home")
-    return harness("demo", home=home), home
+    return harness("demo", home=home, timeout=600), home
 
 
 def test_demo_ends_green_and_reports(demo):
