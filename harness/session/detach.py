@@ -26,6 +26,7 @@ from ..errors import HarnessError
 LOCK = "controller.lock"
 STOP = "stop.request"  # written by `harness stop` before it signals: "keep-run" or "stop"
 LOG = "controller.log"
+PROBE_TRIES = 20  # 10 ms apart
 
 
 class AlreadyRunning(HarnessError):
@@ -40,13 +41,15 @@ class AlreadyRunning(HarnessError):
 def take_lock(directory: Path) -> int:
     """Lock the session for this process; returns the locked fd. AlreadyRunning if held."""
     fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 100, 0).decode(errors="replace").strip()
-        os.close(fd)
-        raise AlreadyRunning(directory, holder) from None
-    return fd
+    for _ in range(PROBE_TRIES):  # `holder()` takes the lock for an instant: that is not a controller
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            time.sleep(0.01)
+    holder = os.pread(fd, 100, 0).decode(errors="replace").strip()
+    os.close(fd)
+    raise AlreadyRunning(directory, holder)
 
 
 def mark_holder(fd: int, pid: int) -> None:

@@ -60,15 +60,15 @@ class Logs:
         if prefix:
             data = b"".join(prefix + ln for ln in data.splitlines(keepends=True))
         self.on_data(data)
-        self._stages(self.an.feed(data, ts=self.ses.clock()))
+        self.stages(self.an.feed(data, ts=self.ses.clock()))
 
-    def _stages(self, events) -> None:
+    def stages(self, events) -> None:
         for ev in events:
             if ev.kind == "stage":
                 self.on_stage(ev.stage)
 
     def finish(self) -> None:
-        self._stages(self.an.finish())
+        self.stages(self.an.finish())
 
 
 async def watch(ses, handle: RunHandle, an: Analyzer, on_stage, on_data) -> Watch:
@@ -84,7 +84,7 @@ async def watch(ses, handle: RunHandle, an: Analyzer, on_stage, on_data) -> Watc
         if await logs.read():
             last_data = now
         if now - last_data >= QUIET and an.blocks.open:
-            logs._stages(an.quiet())
+            logs.stages(an.quiet())
         v = an.verdict(now)
         if v["outcome"] == "pass" and an.healthy_updates >= spec.passing.actor_updates:
             return Watch(v, "passed")
