@@ -13,8 +13,7 @@ from rich.console import Console
 
 from .cli import app
 from .errors import BadInput
-from .remote.transport import connect
-from .session.ledger import Ledger
+from .session.reports import with_ledger, write_session_reports
 from .session.store import find_session, new_session
 from .spec import dump_spec, load_spec
 from .ui import SessionView
@@ -24,8 +23,6 @@ console = Console(highlight=False)
 
 def _finish(ses) -> None:
     """Write the report and say how it ended; exit 0 when the chain passed, 1 when not."""
-    from .cli_report import write_session_reports
-
     report = write_session_reports(ses.dir)
     console.print(f"session {ses.session}: {ses.state.ended['reason']} after {len(ses.state.attempts)} attempt(s); "
                   f"report: {report}")
@@ -98,20 +95,10 @@ def demo(
     _finish(ses)
 
 
-async def _ledger(session: str | None, work):
-    directory = find_session(session)
-    spec = load_spec(directory / "spec.yaml")
-    t = await connect(spec.host_spec())
-    try:
-        return await work(Ledger(t, spec.workdir, directory.name, exclude=spec.ledger.exclude))
-    finally:
-        await t.close()
-
-
 @app.command()
 def diff(session: Optional[str] = typer.Argument(None, help="Session id (default: the latest).")) -> None:
     """The cumulative change a session made to the workdir (first attempt -> latest)."""
-    text = asyncio.run(_ledger(session, lambda led: led.diff()))
+    text = asyncio.run(with_ledger(find_session(session), lambda led: led.diff()))
     console.print(text or "(no change)", markup=False, highlight=False, end="" if text else "\n")
 
 
@@ -123,6 +110,6 @@ def undo(
     """Restore the workdir to what an attempt ran with."""
     if to < 1:
         raise BadInput("--to takes an attempt number, 1 or more")
-    changed = asyncio.run(_ledger(session, lambda led: led.restore(to)))
+    changed = asyncio.run(with_ledger(find_session(session), lambda led: led.restore(to)))
     console.print(f"restored the workdir to attempt {to}: {len(changed)} file(s) changed"
                   + "".join(f"\n  {p}" for p in changed))

@@ -4,7 +4,6 @@ harness.cli's app."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 from typing import Optional
@@ -12,49 +11,12 @@ from typing import Optional
 import typer
 
 from .cli import app
-from .errors import BadInput, HarnessError
-from .redact import redact
-from .remote.transport import connect
+from .errors import BadInput
 from .report import markdown
 from .report_html import html
 from .session.journal import Journal
-from .session.ledger import Ledger
+from .session.reports import cumulative_diff
 from .session.store import find_session
-from .spec import load_spec
-
-DIFF_TIMEOUT = 60.0  # a report must come out even when the host hangs instead of refusing
-
-
-async def _diff(directory: Path) -> str:
-    spec = load_spec(directory / "spec.yaml")
-    t = await connect(spec.host_spec())
-    try:
-        return await Ledger(t, spec.workdir, directory.name, exclude=spec.ledger.exclude).diff()
-    finally:
-        await t.close()
-
-
-def cumulative_diff(directory: Path, timeout: float = DIFF_TIMEOUT) -> tuple[str | None, str | None]:
-    """(the ledger's diff first attempt -> latest, None), or (None, one line saying why not):
-    an unreachable host, a missing ledger or a broken spec never stops the report."""
-    try:
-        return asyncio.run(asyncio.wait_for(_diff(directory), timeout)), None
-    except asyncio.TimeoutError:
-        return None, f"the host did not answer within {timeout:.0f} s"
-    except (HarnessError, OSError) as e:
-        lines = str(e).strip().splitlines() or [type(e).__name__]
-        return None, redact(lines[0])[:300]
-
-
-def write_session_reports(directory: Path) -> Path:
-    """report.md and report.html in the session directory (at the end of a session); returns the .md."""
-    events = Journal.read(directory / "journal.jsonl")
-    diff, why = cumulative_diff(directory)
-    (directory / "report.html").write_text(html(events, diff, diff_error=why), encoding="utf-8")
-    md = directory / "report.md"
-    md.write_text(markdown(events, diff, diff_error=why), encoding="utf-8")
-    return md
-
 
 def _write(path: Path, text: str) -> None:
     try:

@@ -177,7 +177,7 @@ def nightly(
     import os
 
     from .errors import HarnessError
-    from .cli_report import write_session_reports
+    from .session.reports import write_session_reports
     from .session.detach import AlreadyRunning, mark_holder, take_lock
     from .session.runner import run_spec
     from .session.store import home, new_session

@@ -129,7 +129,7 @@ def _main(argv: list[str]) -> int:
         print(f"error: {e}", flush=True)
         return 2
     finally:
-        from ..cli_report import write_session_reports
+        from .reports import write_session_reports
 
         write_session_reports(directory)
     return 0

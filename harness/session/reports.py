@@ -1,0 +1,50 @@
+"""A finished (or running) session's ledger and reports, from its directory alone: the frozen
+spec says where the host and the workdir are. Used by the CLI and the background controller."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from ..errors import HarnessError
+from ..redact import redact
+from ..remote.transport import connect
+from ..report import markdown
+from ..report_html import html
+from ..spec import load_spec
+from .journal import Journal
+from .ledger import Ledger
+
+DIFF_TIMEOUT = 60.0  # a report must come out even when the host hangs instead of refusing
+
+
+async def with_ledger(directory: Path, work):
+    """`await work(ledger)` with the session's ledger on its host, the connection closed after."""
+    spec = load_spec(directory / "spec.yaml")
+    t = await connect(spec.host_spec())
+    try:
+        return await work(Ledger(t, spec.workdir, directory.name, exclude=spec.ledger.exclude))
+    finally:
+        await t.close()
+
+
+def cumulative_diff(directory: Path, timeout: float = DIFF_TIMEOUT) -> tuple[str | None, str | None]:
+    """(the ledger's diff first attempt -> latest, None), or (None, one line saying why not):
+    an unreachable host, a missing ledger or a broken spec never stops the report."""
+    try:
+        return asyncio.run(asyncio.wait_for(with_ledger(directory, lambda led: led.diff()), timeout)), None
+    except asyncio.TimeoutError:
+        return None, f"the host did not answer within {timeout:.0f} s"
+    except (HarnessError, OSError) as e:
+        lines = str(e).strip().splitlines() or [type(e).__name__]
+        return None, redact(lines[0])[:300]
+
+
+def write_session_reports(directory: Path) -> Path:
+    """report.md and report.html in the session directory (at the end of a session); returns the .md."""
+    events = Journal.read(directory / "journal.jsonl")
+    diff, why = cumulative_diff(directory)
+    (directory / "report.html").write_text(html(events, diff, diff_error=why), encoding="utf-8")
+    md = directory / "report.md"
+    md.write_text(markdown(events, diff, diff_error=why), encoding="utf-8")
+    return md
