@@ -71,11 +71,14 @@ class State:
     def fingerprints(self) -> list[str]:
         return [a.verdict["fingerprint"] for a in self.attempts[self.since:] if a.verdict]
 
+    def totals(self) -> dict:
+        """What the session has used, for the budgets."""
+        return {"relaunches": self.relaunches, "agent_steps": self.agent_steps, "tokens": self.tokens,
+                "money": self.money, "accel_seconds": self.accel_seconds}
+
     def used(self, what: str) -> float:
         """Budget usage since the last fresh budget (`harness continue` after a budget end)."""
-        now = {"relaunches": self.relaunches, "agent_steps": self.agent_steps, "tokens": self.tokens,
-               "money": self.money, "accel_seconds": self.accel_seconds}[what]
-        return now - self.base.get(what, 0)
+        return self.totals()[what] - self.base.get(what, 0)
 
     @property
     def passed(self) -> bool:
@@ -134,8 +137,7 @@ def apply(st: State, ev: dict) -> State:
     elif kind == "continue":
         st.ended, st.since = None, len(st.attempts)
         if ev.get("fresh_budget"):
-            st.base = {k: st.used(k) + st.base.get(k, 0) for k in ("relaunches", "agent_steps", "tokens",
-                                                                   "money", "accel_seconds")}
+            st.base = st.totals()
             st.base["relaunches"] += 1  # like a new session: its first launch is not a relaunch
             st.started = ev["t"]
     if kind in ("fix", "model"):  # something other than a retry happened: the count starts over
