@@ -1,16 +1,31 @@
 """Recording: every session writes `recording.jsonl` beside its journal — each remote call (command
-with its output and exit status, file read with its bytes, write, stat) and each model request
-with its reply and usage, with the controller's clock at start and end. It is what a replay
-(issue 7) will serve back; log bytes per attempt and their arrival times are the recorded reads.
+with its output and exit status, file read with its bytes, write, stat), each model request with
+its reply and usage, and each reading of the controller's clock and each of its sleeps, in the
+order the controller made them. A replay (harness/replay.py) serves them back in that order: the
+controller is deterministic given what its calls return, so the same answers make it take the
+same decisions, and hours of a night replay in seconds.
 
-The wrappers delegate to the real Transport / Model and append one JSON line per call (flushed,
-not fsync'd: a recording is for study and replay, the journal is what resume relies on).
-The recording holds what the host and the model said, secrets included: it stays in the private
-session directory; `harness export --scrub` (next) is how it leaves it.
+One JSON object per line: `n` (1, 2, …), `k` (the kind) and its fields —
+
+    start      one per controller process: format, offline, model, journal_seq (events before it)
+    run        cmd, cwd, env, timeout, result{command, returncode, stdout, stderr, timed_out}
+    read       path, offset, size, data (base64)          write  path, mode, data (base64)
+    stat       path, stat{size, mtime, mode, is_dir} | null
+    model      messages, tools (names), reply{content, calls, message, usage, cost, retries}
+    projected  tokens, money (a budget check's estimate)  clock  t      sleep  s
+
+A call that raised has `error{type, message}` instead of its result; one cut short by a stop
+(`harness stop`, Ctrl-C) has `cancelled: true`. Remote calls and model calls carry `t0`/`t1`
+(wall clock around the call) for study; a replay never waits on them.
+
+Lines are flushed, not fsync'd: a recording is for study and replay, the journal is what resume
+relies on. The recording holds what the host and the model said, secrets included: it stays in
+the private session directory (0600); `harness export --scrub` is how it leaves it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import json
@@ -20,20 +35,29 @@ from pathlib import Path
 
 from .remote.transport import CommandResult, FileStat, checked
 
+FORMAT = 2
+
 
 class Recorder:
     def __init__(self, path: Path, clock=time.time):
         self.path, self.clock = Path(path), clock
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        data = os.pread(fd, os.fstat(fd).st_size, 0)
+        if data and not data.endswith(b"\n"):  # a line torn by a killed controller: cut it off
+            os.ftruncate(fd, data.rfind(b"\n") + 1)
         self.fh = os.fdopen(fd, "a", encoding="utf-8")
-        self.n = sum(1 for _ in open(self.path, encoding="utf-8"))
+        self.n = data.count(b"\n")
 
-    def add(self, kind: str, t0: float, **fields) -> None:
+    def add(self, kind: str, **fields) -> None:
         self.n += 1
-        entry = {"n": self.n, "k": kind, "t0": round(t0, 6), "t1": round(self.clock(), 6), **fields}
+        entry = {"n": self.n, "k": kind, **fields}
         self.fh.write(json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n")
         self.fh.flush()
+
+    def call(self, kind: str, t0: float, **fields) -> None:
+        """A remote or model call that ended now."""
+        self.add(kind, t0=round(t0, 6), t1=round(self.clock(), 6), **fields)
 
     def close(self) -> None:
         self.fh.close()
@@ -41,6 +65,12 @@ class Recorder:
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+def _failure(e: BaseException) -> dict:
+    if isinstance(e, (asyncio.CancelledError, KeyboardInterrupt)):
+        return {"cancelled": True}
+    return {"error": {"type": type(e).__name__, "message": str(e)}}
 
 
 class RecordingTransport:
@@ -52,38 +82,42 @@ class RecordingTransport:
 
     async def run(self, cmd: str, *, timeout: float | None = None, check: bool = False,
                   env: dict[str, str] | None = None, cwd: str | None = None) -> CommandResult:
-        t0 = self.rec.clock()
+        t0, call = self.rec.clock(), {"cmd": cmd, "cwd": cwd, "env": env, "timeout": timeout}
         try:
             r = await self.inner.run(cmd, timeout=timeout, check=False, env=env, cwd=cwd)
-        except Exception as e:
-            self.rec.add("run", t0, cmd=cmd, cwd=cwd, env=env, timeout=timeout, error=f"{type(e).__name__}: {e}")
+        except BaseException as e:
+            self.rec.call("run", t0, **call, **_failure(e))
             raise
-        self.rec.add("run", t0, cmd=cmd, cwd=cwd, env=env, timeout=timeout, result=dataclasses.asdict(r))
+        self.rec.call("run", t0, **call, result=dataclasses.asdict(r))
         return checked(r, check)
 
     async def read(self, path: str, offset: int = 0, size: int | None = None) -> bytes:
-        t0 = self.rec.clock()
+        t0, call = self.rec.clock(), {"path": path, "offset": offset, "size": size}
         try:
             data = await self.inner.read(path, offset, size)
-        except Exception as e:
-            self.rec.add("read", t0, path=path, offset=offset, size=size, error=f"{type(e).__name__}: {e}")
+        except BaseException as e:
+            self.rec.call("read", t0, **call, **_failure(e))
             raise
-        self.rec.add("read", t0, path=path, offset=offset, size=size, data=_b64(data))
+        self.rec.call("read", t0, **call, data=_b64(data))
         return data
 
     async def write(self, path: str, data: bytes, mode: int | None = None) -> None:
-        t0 = self.rec.clock()
+        t0, call = self.rec.clock(), {"path": path, "mode": mode, "data": _b64(data)}
         try:
             await self.inner.write(path, data, mode)
-        except Exception as e:
-            self.rec.add("write", t0, path=path, mode=mode, data=_b64(data), error=f"{type(e).__name__}: {e}")
+        except BaseException as e:
+            self.rec.call("write", t0, **call, **_failure(e))
             raise
-        self.rec.add("write", t0, path=path, mode=mode, data=_b64(data))
+        self.rec.call("write", t0, **call)
 
     async def stat(self, path: str) -> FileStat | None:
         t0 = self.rec.clock()
-        st = await self.inner.stat(path)
-        self.rec.add("stat", t0, path=path, stat=dataclasses.asdict(st) if st else None)
+        try:
+            st = await self.inner.stat(path)
+        except BaseException as e:
+            self.rec.call("stat", t0, path=path, **_failure(e))
+            raise
+        self.rec.call("stat", t0, path=path, stat=dataclasses.asdict(st) if st else None)
         return st
 
     async def close(self) -> None:
@@ -91,29 +125,64 @@ class RecordingTransport:
 
 
 class RecordingModel:
-    """A Model that records each request (messages, tools) and its reply and usage."""
+    """A Model that records each request (messages, tools) with its reply and usage, and each
+    budget estimate it gives."""
 
     def __init__(self, inner, recorder: Recorder):
         self.inner, self.rec = inner, recorder
         self.name = inner.name
 
     def projected(self, messages: list[dict]) -> tuple[int, float]:
-        return self.inner.projected(messages)
+        tokens, money = self.inner.projected(messages)
+        self.rec.add("projected", tokens=tokens, money=money)
+        return tokens, money
 
     async def complete(self, messages: list[dict], tools: list[dict]):
-        t0 = self.rec.clock()
+        t0, call = self.rec.clock(), {"messages": messages, "tools": [t["function"]["name"] for t in tools]}
         try:
             reply = await self.inner.complete(messages, tools)
-        except Exception as e:
-            self.rec.add("model", t0, messages=messages, tools=[t["function"]["name"] for t in tools],
-                         error=f"{type(e).__name__}: {e}")
+        except BaseException as e:
+            self.rec.call("model", t0, **call, **_failure(e))
             raise
-        self.rec.add("model", t0, messages=messages, tools=[t["function"]["name"] for t in tools],
-                     reply=reply.message, usage=dataclasses.asdict(reply.usage), cost=reply.cost,
-                     retries=reply.retries)
+        self.rec.call("model", t0, **call, reply={
+            "content": reply.content, "calls": [dataclasses.asdict(c) for c in reply.tool_calls],
+            "message": reply.message, "usage": dataclasses.asdict(reply.usage), "cost": reply.cost,
+            "retries": reply.retries})
         return reply
 
 
+class RecordingTime:
+    """The controller's clock and sleep, recorded: a replay hands back the same readings, so
+    every decision that depends on time (settle, stall, budgets) comes out the same."""
+
+    def __init__(self, recorder: Recorder, clock=time.time, sleep=asyncio.sleep):
+        self.rec, self._clock, self._sleep = recorder, clock, sleep
+
+    def clock(self) -> float:
+        t = self._clock()
+        self.rec.add("clock", t=t)
+        return t
+
+    async def sleep(self, seconds: float) -> None:
+        try:
+            await self._sleep(seconds)
+        except BaseException as e:
+            self.rec.add("sleep", s=seconds, **_failure(e))
+            raise
+        self.rec.add("sleep", s=seconds)
+
+
 def read_recording(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    """The entries; a torn last line (the controller killed mid-write) is left out."""
+    entries = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    entries.append(json.loads(line))
+                except json.JSONDecodeError:
+                    if line.endswith("\n"):
+                        raise
+    except FileNotFoundError:
+        pass
+    return entries

@@ -1,7 +1,8 @@
 """Crash safety: the controller is killed with SIGKILL at 20 random moments (seeded) and
 `harness continue` resumes it each time. No journal event may be lost or duplicated, no run
 that is still alive may be launched a second time, and every session must end exactly as an
-uninterrupted one does (same verdicts, same fingerprints, same reason)."""
+uninterrupted one does (same verdicts, same fingerprints, same reason). The recording of each
+such session, killed controllers and all, replays to the same end."""
 
 from __future__ import annotations
 
@@ -102,3 +103,6 @@ def test_kill_9_at_random_points_then_continue(tmp_path):
             assert events[-1]["reason"] == "passed", events[-1]
             assert story(events) == story(reference)
             assert processes_of(root / "minichain") == []
+            # the killed controllers' recordings replay too: each process up to where it was killed
+            r = subprocess.run([str(HARNESS), "replay", str(d)], capture_output=True, text=True, env=env(home), timeout=120)
+            assert r.returncode == 0, r.stdout + r.stderr

@@ -188,3 +188,19 @@ def test_the_spec_logs_are_followed_with_the_runs_own(tmp_path):
     assert v["outcome"] == "crash" and "No valid rounds" in v["root"]["text"], v
     local = (ses.dir / "attempts" / "01.log").read_text()
     assert "(log:actor.log) ValueError: No valid rounds" in local
+
+
+def test_keep_run_leaves_a_passing_run_alive(tmp_path):
+    """keep_run: the chain passed and the run goes on (training further); the session ends
+    `passed` without stopping it, and says so."""
+    from harness.remote.launch import Launcher
+
+    work = tmp_path / "minichain"
+    shutil.copytree(TARGET, work, ignore=shutil.ignore_patterns("__pycache__", "faults"))
+    ses = session(tmp_path, spec_for(work, command="bash run.sh && sleep 60", keep_run=True), offline=True)
+    assert asyncio.run(ses.run()) == "passed"
+    assert events(ses, "end")[0]["kept_run"] and processes_of(work) != []
+    assert any("left running, as asked" in e["text"] for e in events(ses, "note"))
+    launcher = Launcher(LocalTransport())
+    handle = asyncio.run(launcher.find(str(work), "s1-1"))
+    assert asyncio.run(launcher.stop(handle, grace=2)).ok and processes_of(work) == []

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import secrets
 import time
 from pathlib import Path
 
@@ -139,8 +138,9 @@ class Session:
             reason, detail = "stopped", self.stop_detail
             raise
         finally:
-            await self._stop_live(keep=self.keep_on_stop and reason == "stopped")
-            self.emit("end", reason=reason, detail=detail)
+            kept = (self.keep_on_stop and reason == "stopped") or (reason == "passed" and self.spec.keep_run)
+            await self._stop_live(keep=kept)
+            self.emit("end", reason=reason, detail=detail, kept_run=kept)
         return reason
 
     async def attempt(self, n: int) -> dict:
@@ -191,7 +191,8 @@ class Session:
             await self.sleep(0.1)
             handle = await self.launcher.find(self.spec.workdir, run_id)
         if handle is None or handle.pid is None:  # never started (or never claimed): launch it now
-            fresh = run_id if handle is None else f"{run_id}-{secrets.token_hex(2)}"
+            # a run dir without a run: take a new id, made of the (recorded) clock so a replay makes the same
+            fresh = run_id if handle is None else f"{run_id}-{int(self.clock() * 1000)}"
             try:
                 return await self._launch(n, fresh, before), False
             except RunActive as e:  # the run a killed controller started under another id

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..errors import BadInput
-from ..record import Recorder, RecordingModel, RecordingTransport
+from ..record import FORMAT, Recorder, RecordingModel, RecordingTime, RecordingTransport
 from ..remote.transport import connect
 from .controller import Session
 
@@ -38,8 +39,11 @@ async def run_spec(spec, directory: Path, *, offline: bool = False, ui=None, mod
     recorder = Recorder(Path(directory) / "recording.jsonl")  # always on: what a replay serves back
     transport = RecordingTransport(inner, recorder)
     model = RecordingModel(model, recorder) if model is not None else None
+    rtime = RecordingTime(recorder)
     try:
-        ses = Session(spec, directory, transport, model, offline=offline, ui=ui)
+        ses = Session(spec, directory, transport, model, offline=offline, ui=ui, clock=rtime.clock, sleep=rtime.sleep)
+        recorder.add("start", format=FORMAT, offline=offline, model=model and model.name,
+                     journal_seq=len(ses.journal.events()), pid=os.getpid())
         if on_session:
             on_session(ses)
         await ses.run()

@@ -1,0 +1,96 @@
+"""`harness replay`: run the real controller again against recorded sessions (fixtures written by
+`harness export`, or session directories), on their recorded clock; registered on harness.cli's app.
+
+Exit codes: 0 every replay reached the same verdicts, tool calls and end as its recording;
+1 one diverged or differs (the output says where); 2 bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+
+from .cli import app
+from .errors import BadInput
+from .replay.run import Outcome, replay_fixture
+from .session.store import find_session
+from .ui import event_line
+
+console = Console(highlight=False)
+
+
+def _fixture(arg: str) -> Path:
+    p = Path(arg)
+    if p.is_dir():
+        return p
+    if "/" in arg or p.exists():
+        raise BadInput(f"{arg} is not a directory: give a fixture directory (harness export) or a session id")
+    return find_session(arg)
+
+
+class Stepper:
+    """--step: each replayed event at its recorded time, with what the agent saw and did; on a
+    terminal it waits for Enter after each (c: run on to the end, q: stop here)."""
+
+    def __init__(self, pause: bool):
+        self.pause = pause
+
+    def __call__(self, ev: dict, state, seconds: float | None) -> None:
+        line = event_line(ev) if ev.get("type") != "activity" else None
+        if line is None:
+            return
+        clock = f"+{seconds or 0:7.1f}s "
+        console.print(clock, line, sep="")
+        if ev["type"] == "tool" and ev.get("output"):
+            body = ev["output"].rstrip().splitlines()
+            for ln in body[:12]:
+                console.print(" " * 14 + ln, style="dim", markup=False)
+            if len(body) > 12:
+                console.print(" " * 14 + f"… {len(body) - 12} more lines", style="dim")
+        if self.pause:
+            answer = input("  [Enter] next · c: to the end · q: stop ").strip().lower()
+            if answer == "c":
+                self.pause = False
+            elif answer == "q":
+                raise typer.Exit(1)
+
+
+def _line(o: Outcome) -> str:
+    if o.ok:
+        return (f"[green]✓[/] {o.fixture}: {o.replayed_end}, as recorded — {o.calls} recorded calls over "
+                f"{o.virtual_seconds:.0f} s of session replayed in {o.seconds:.1f} s")
+    why = o.divergence or "\n".join(o.differences)
+    return f"[red]✗[/] {o.fixture}: recorded {o.recorded_end}, replayed {o.replayed_end or '(no end)'}\n{why}"
+
+
+@app.command()
+def replay(
+    fixtures: List[str] = typer.Argument(..., metavar="DIR...", help="Fixture directories (harness export) or session ids."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per replay, in a list."),
+    step: bool = typer.Option(False, "--step", help="Show each event as it is replayed; on a terminal, wait for Enter."),
+    keep: Optional[Path] = typer.Option(None, "--keep", metavar="DIR",
+                                        help="Keep the replayed sessions (journal, attempt logs) in DIR."),
+) -> None:
+    """Replay recorded sessions against the real controller: same verdicts, tool calls and end?"""
+    paths = [_fixture(f) for f in fixtures]
+    scratch = Path(tempfile.mkdtemp(prefix="harness-replay-")) if keep is None else keep
+    outcomes = []
+    try:
+        for i, path in enumerate(paths):
+            ui = Stepper(sys.stdin.isatty() and sys.stdout.isatty()) if step else None
+            outcomes.append(asyncio.run(replay_fixture(path, scratch / str(i), ui)))
+            if not as_json:
+                console.print(_line(outcomes[-1]), markup=True, soft_wrap=True)
+    finally:
+        if keep is None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    if as_json:
+        typer.echo(json.dumps([{**o.__dict__, "ok": o.ok} for o in outcomes], indent=1))
+    raise typer.Exit(0 if all(o.ok for o in outcomes) else 1)

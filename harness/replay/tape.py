@@ -1,0 +1,159 @@
+"""The recording served back in order. `Tape.take(kind, call)` hands the controller the next
+recorded entry when it is the same call the recorded controller made (same command, path, bytes
+written, model request…), and stops the replay with a `Divergence` — what was expected, what
+came, and a diff of the two — when it is not. ReplayTransport, ReplayModel and ReplayTime are the
+controller's host, model and clock made of a tape: nothing runs, nothing is sent, nothing sleeps.
+
+Divergence and Cut are BaseExceptions, like CancelledError: the controller turns the errors of
+its calls into text for the model or into verdicts, and a replay that has left its recording must
+not be mistaken for a host that failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import builtins
+import difflib
+import json
+
+from .. import errors
+from ..agent.model import Reply, ToolCall, Usage
+from ..remote.transport import CommandResult, FileStat, checked
+
+KEYS = {"run": ("cmd", "cwd", "env", "timeout"), "read": ("path", "offset", "size"),
+        "write": ("path", "mode", "data"), "stat": ("path",), "model": ("messages", "tools"),
+        "projected": (), "clock": (), "sleep": ("s",)}
+
+
+class Divergence(BaseException):
+    """The replayed controller made a call the recording does not have at this point."""
+
+    def __init__(self, n: int, expected: dict | None, actual: dict | None, where: str):
+        self.n, self.expected, self.actual, self.where = n, expected, actual, where
+        super().__init__(self.render())
+
+    def render(self, max_lines: int = 40) -> str:
+        exp, act = describe(self.expected), describe(self.actual)
+        head = [f"diverged at recorded call {self.n} ({self.where}):",
+                f"  recorded: {exp.splitlines()[0]}", f"  replayed: {act.splitlines()[0]}"]
+        diff = list(difflib.unified_diff(exp.splitlines(), act.splitlines(), "recorded", "replayed", lineterm="", n=2))
+        if len(diff) > max_lines:
+            diff = diff[:max_lines] + [f"… {len(diff) - max_lines} more diff lines"]
+        return "\n".join(head + [f"  {ln}" for ln in diff])
+
+
+class Cut(BaseException):
+    """The recording ends here without the session ending: the recorded controller was killed."""
+
+
+def describe(entry: dict | None) -> str:
+    """An entry (or a call) as text whose lines diff well: the call on the first line, then its
+    long parts (the bytes written, the model's messages) line by line."""
+    if entry is None:
+        return "(nothing: the session ended)"
+    k = entry.get("k")
+    if k == "run":
+        env = f" env={json.dumps(entry['env'], sort_keys=True)}" if entry.get("env") else ""
+        return f"run (cwd={entry.get('cwd')}, timeout={entry.get('timeout')}{env}):\n{entry['cmd']}"
+    if k == "write":
+        data = base64.b64decode(entry["data"]).decode("utf-8", "replace")
+        return f"write {entry['path']} (mode={entry.get('mode')}, {len(data)} chars):\n{data}"
+    if k == "read":
+        return f"read {entry['path']} from {entry['offset']} (size={entry.get('size')})"
+    if k == "model":
+        return f"model request ({len(entry['messages'])} messages, tools {entry['tools']}):\n" + \
+            json.dumps(entry["messages"], indent=1, ensure_ascii=False)
+    fields = {key: entry[key] for key in KEYS.get(k, ()) if key in entry}
+    return f"{k} {json.dumps(fields)}" if fields else str(k)
+
+
+class Tape:
+    """One controller process's entries, taken in order."""
+
+    def __init__(self, entries: list[dict], where=lambda: ""):
+        self.entries, self.i, self.where, self.now = entries, 0, where, None
+        self.broken: BaseException | None = None
+
+    @property
+    def left(self) -> list[dict]:
+        return self.entries[self.i:]
+
+    def take(self, kind: str, call: dict) -> dict:
+        if self.broken:  # the session's cleanup after a divergence: the same answer again
+            raise self.broken
+        if self.i >= len(self.entries):
+            self.broken = Cut()
+            raise self.broken
+        e = self.entries[self.i]
+        if e["k"] != kind or any(e.get(key) != call.get(key) for key in KEYS[kind]):
+            self.broken = Divergence(e.get("n", self.i + 1), e, {"k": kind, **call}, self.where())
+            raise self.broken
+        self.i += 1
+        if e.get("cancelled"):  # the recorded controller was stopped during this call
+            raise asyncio.CancelledError()
+        if "error" in e:
+            raise _rebuild(e["error"])
+        return e
+
+
+def _rebuild(err: dict) -> Exception:
+    """The recorded exception, of the same class when it is one of ours or a builtin one (the
+    controller handles FileNotFoundError, TransportError… differently)."""
+    cls = getattr(errors, err["type"], None) or getattr(builtins, err["type"], None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        cls = errors.HarnessError
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, err["message"])
+    return exc
+
+
+class ReplayTransport:
+    def __init__(self, tape: Tape, name: str = "replay"):
+        self.tape, self.name = tape, name
+
+    async def run(self, cmd: str, *, timeout: float | None = None, check: bool = False,
+                  env: dict[str, str] | None = None, cwd: str | None = None) -> CommandResult:
+        e = self.tape.take("run", {"cmd": cmd, "cwd": cwd, "env": env, "timeout": timeout})
+        return checked(CommandResult(**e["result"]), check)
+
+    async def read(self, path: str, offset: int = 0, size: int | None = None) -> bytes:
+        return base64.b64decode(self.tape.take("read", {"path": path, "offset": offset, "size": size})["data"])
+
+    async def write(self, path: str, data: bytes, mode: int | None = None) -> None:
+        self.tape.take("write", {"path": path, "mode": mode, "data": base64.b64encode(data).decode()})
+
+    async def stat(self, path: str) -> FileStat | None:
+        st = self.tape.take("stat", {"path": path})["stat"]
+        return FileStat(**st) if st else None
+
+    async def close(self) -> None:
+        pass
+
+
+class ReplayModel:
+    def __init__(self, tape: Tape, name: str):
+        self.tape, self.name = tape, name
+
+    def projected(self, messages: list[dict]) -> tuple[int, float]:
+        e = self.tape.take("projected", {})
+        return e["tokens"], e["money"]
+
+    async def complete(self, messages: list[dict], tools: list[dict]) -> Reply:
+        r = self.tape.take("model", {"messages": messages, "tools": [t["function"]["name"] for t in tools]})["reply"]
+        return Reply(r["content"], [ToolCall(**c) for c in r["calls"]], Usage(**r["usage"]), r["cost"],
+                     r["message"], r["retries"])
+
+
+class ReplayTime:
+    """The recorded clock: each reading is the one the recorded controller got; sleeping is free."""
+
+    def __init__(self, tape: Tape):
+        self.tape = tape
+
+    def clock(self) -> float:
+        self.tape.now = self.tape.take("clock", {})["t"]
+        return self.tape.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.tape.take("sleep", {"s": seconds})
