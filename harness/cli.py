@@ -157,6 +157,8 @@ def bench_remote(
 from . import cli_loop  # noqa: E402,F401  (registers run, demo, diff, undo on `app`)
 from . import cli_sessions  # noqa: E402,F401  (continue, status, sessions, stop, logs, attach)
 from . import cli_report  # noqa: E402,F401
+from . import cli_export  # noqa: E402,F401  (export)
+from . import cli_replay  # noqa: E402,F401
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from .cli import app
 from .errors import BadInput
@@ -62,12 +63,17 @@ class Stepper:
                 raise typer.Exit(1)
 
 
-def _line(o: Outcome) -> str:
+def _line(o: Outcome) -> Text:
+    """The verdict on one replay (plain text after the mark: a diff may hold anything)."""
     if o.ok:
-        return (f"[green]✓[/] {o.fixture}: {o.replayed_end}, as recorded — {o.calls} recorded calls over "
-                f"{o.virtual_seconds:.0f} s of session replayed in {o.seconds:.1f} s")
-    why = o.divergence or "\n".join(o.differences)
-    return f"[red]✗[/] {o.fixture}: recorded {o.recorded_end}, replayed {o.replayed_end or '(no end)'}\n{why}"
+        return Text("✓ ", style="green").append(
+            f"{o.fixture}: {o.replayed_end}, as recorded — {o.calls} recorded calls over "
+            f"{o.virtual_seconds:.0f} s of session replayed in {o.seconds:.1f} s")
+    if o.divergence:
+        why = f"{o.fixture}: the replay left its recording (recorded end: {o.recorded_end})\n{o.divergence}"
+    else:
+        why = f"{o.fixture}: recorded {o.recorded_end}, replayed {o.replayed_end}\n" + "\n".join(o.differences)
+    return Text("✗ ", style="red").append(why)
 
 
 @app.command()
@@ -87,7 +93,7 @@ def replay(
             ui = Stepper(sys.stdin.isatty() and sys.stdout.isatty()) if step else None
             outcomes.append(asyncio.run(replay_fixture(path, scratch / str(i), ui)))
             if not as_json:
-                console.print(_line(outcomes[-1]), markup=True, soft_wrap=True)
+                console.print(_line(outcomes[-1]), soft_wrap=True)
     finally:
         if keep is None:
             shutil.rmtree(scratch, ignore_errors=True)

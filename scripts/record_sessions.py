@@ -64,6 +64,7 @@ def record(name: str) -> Path:
     how, base = SESSIONS[name], BASE / name
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
+    (base / "ssh").mkdir()
     lab = SshLab(base / "ssh").start()
     try:
         box = lab.servers["box"]

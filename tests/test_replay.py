@@ -109,3 +109,89 @@ def test_bad_input_is_one_line(tmp_path):
     for arg, says in ((str(tmp_path / "empty"), "has no spec.yaml"), (str(tmp_path / "nope.txt"), "not a directory")):
         r = harness("replay", arg, home=tmp_path / "home")
         assert r.returncode == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# ---------------------------------------------------------------- the fixtures CI replays
+
+def fixtures() -> list[Path]:
+    return sorted(p for p in FIXTURES.iterdir() if (p / "recording.jsonl").is_file())
+
+
+def test_the_fixtures_are_the_three_sessions_the_issue_asks_for():
+    ends = {p.name: [e for e in Journal.read(p / "journal.jsonl") if e["type"] == "end"][-1]["reason"]
+            for p in fixtures()}
+    assert ends == {"all-faults": "passed", "budget": "budget:relaunches", "stuck": "stuck"}
+    for p in fixtures():  # recorded over the loopback sshd, and scrubbed on the way out
+        spec = (p / "spec.yaml").read_text()
+        assert "transport: asyncssh" in spec and json.loads((p / "fixture.json").read_text())["scrubbed"]
+
+
+def test_every_fixture_replays_green(tmp_path):
+    r = harness("replay", *map(str, fixtures()), "--json", home=tmp_path / "home")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    out = json.loads(r.stdout)
+    assert [o["ok"] for o in out] == [True] * len(fixtures())
+    assert [o["replayed_end"] for o in out] == [o["recorded_end"] for o in out]
+    # hours of a night would replay in seconds: nothing is waited for
+    assert all(o["virtual_seconds"] > 0 for o in out)
+
+
+def test_step_shows_the_session_event_by_event_at_its_recorded_time(tmp_path):
+    r = harness("replay", str(FIXTURES / "stuck"), "--step", home=tmp_path / "home")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("+    0.0s attempt 1: launched run stuck-1")
+    assert any("grep -n speculative minichain/server.py" in ln for ln in lines)  # the agent's call…
+    assert any(ln.startswith(" " * 14) and "def build_speculative_config" in ln for ln in lines)  # …and what it saw
+    assert "session ended: stuck" in r.stdout
+
+
+def test_the_same_replay_anywhere(tmp_path):
+    """Another checkout location, another HOME, time zone, locale and working directory: the
+    replay is the same (nothing of the machine it runs on enters it)."""
+    import shutil
+    import subprocess
+
+    copy = tmp_path / "elsewhere" / "fixture"
+    shutil.copytree(FIXTURES / "all-faults", copy)
+    runs = []
+    for where, extra in ((tmp_path, {}), (tmp_path / "elsewhere", {"TZ": "Asia/Shanghai", "LC_ALL": "C", "HOME": str(tmp_path)})):
+        env = {**__import__("os").environ, **extra, "HARNESS_HOME": str(where / "home")}
+        keep = where / "kept"
+        r = subprocess.run([str(Path(sys.executable).parent / "harness"), "replay", str(copy), "--json", "--keep", str(keep)],
+                           cwd=where, env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr
+        journal = Journal.read(next(keep.glob("*/*/journal.jsonl")))
+        runs.append(([{k: v for k, v in e.items() if k != "t"} for e in journal],
+                     {k: v for k, v in json.loads(r.stdout)[0].items() if k != "seconds"}))
+    assert runs[0] == runs[1]
+    recorded = Journal.read(copy / "journal.jsonl")
+    assert runs[0][0] == [{k: v for k, v in e.items() if k != "t"} for e in recorded]
+
+
+def test_changing_the_controller_makes_the_replay_fail_with_a_clear_diff(tmp_path):
+    """The controller changed: it asks the agent before trying a playbook's declared fix. The
+    recording of the session it made before says otherwise, at the first declared fix."""
+    import os
+    import shutil
+    import subprocess
+
+    pkg = tmp_path / "changed"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "harness", pkg / "harness",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    ctl = pkg / "harness" / "session" / "controller.py"
+    old = 'if fix and fix["kind"] != "cleanup_retry" and key not in st.fixes_tried:'
+    assert old in ctl.read_text()
+    ctl.write_text(ctl.read_text().replace(old, "if False:  # changed: the agent before the declared fix"))
+    env = {**os.environ, "PYTHONPATH": str(pkg), "HARNESS_HOME": str(tmp_path / "home"), "COLUMNS": "200"}
+    cli = [sys.executable, "-c", "import harness, sys; from harness.cli import main; print(harness.__file__); main()"]
+    r = subprocess.run([*cli, "replay", str(FIXTURES / "all-faults")], env=env, capture_output=True, text=True, cwd=tmp_path,
+                       timeout=120)
+    assert r.stdout.splitlines()[0] == str(pkg / "harness" / "__init__.py")  # the changed controller ran
+    assert r.returncode == 1, r.stdout + r.stderr
+    text = r.stdout
+    assert "✗" in text and "the replay left its recording (recorded end: passed)" in text
+    first = [e for e in Journal.read(FIXTURES / "all-faults" / "journal.jsonl") if e["type"] == "fix"][0]
+    assert f"(attempt {first['attempt']}, after its verdict: crash at stage" in text
+    assert "replayed: projected (the budget check before a model request)" in text
+    assert "recorded: read " in text or "recorded: write " in text or "recorded: run " in text

@@ -102,7 +102,7 @@ async def replay_fixture(path: Path, scratch: Path, ui=None) -> Outcome:
             out.divergence = Divergence(tape.left[0]["n"], tape.left[0], None, "after the replayed session ended").render()
             break
     ended = [e for e in Journal.read(directory / "journal.jsonl") if e["type"] == "end"]
-    out.replayed_end = ended[-1]["reason"] if ended else None
+    out.replayed_end = ended[-1]["reason"] if ended and not out.divergence else None
     out.seconds = time.monotonic() - t0
     return out
 

@@ -37,6 +37,8 @@ class Divergence(BaseException):
         exp, act = describe(self.expected), describe(self.actual)
         head = [f"diverged at recorded call {self.n} ({self.where}):",
                 f"  recorded: {exp.splitlines()[0]}", f"  replayed: {act.splitlines()[0]}"]
+        if "\n" not in exp and "\n" not in act:  # the two lines above say it all
+            return "\n".join(head)
         diff = list(difflib.unified_diff(exp.splitlines(), act.splitlines(), "recorded", "replayed", lineterm="", n=2))
         if len(diff) > max_lines:
             diff = diff[:max_lines] + [f"… {len(diff) - max_lines} more diff lines"]
@@ -64,6 +66,8 @@ def describe(entry: dict | None) -> str:
     if k == "model":
         return f"model request ({len(entry['messages'])} messages, tools {entry['tools']}):\n" + \
             json.dumps(entry["messages"], indent=1, ensure_ascii=False)
+    if k == "projected":
+        return "projected (the budget check before a model request)"
     fields = {key: entry[key] for key in KEYS.get(k, ()) if key in entry}
     return f"{k} {json.dumps(fields)}" if fields else str(k)
 

@@ -1,0 +1,47 @@
+"""`harness export SESSION DIR [--scrub]`: a session as a fixture directory (harness/export.py);
+registered on harness.cli's app."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from .cli import app
+from .errors import BadInput
+from .export import export_session
+from .session.store import find_session
+
+
+def session_directory(session: str) -> Path:
+    """A session id (in $HARNESS_HOME/sessions), or the path of a session directory."""
+    path = Path(session).expanduser()
+    if (path / "journal.jsonl").is_file():
+        return path
+    if "/" in session or path.exists():
+        raise BadInput(f"{session} is not a session directory (no journal.jsonl); give a session id "
+                       f"(`harness sessions` lists them) or a session's directory")
+    return find_session(session)
+
+
+@app.command("export")
+def export(
+    session: str = typer.Argument(..., metavar="SESSION", help="Session id, or a session directory."),
+    directory: Path = typer.Argument(..., metavar="DIR", help="The fixture directory to write (new, or empty)."),
+    scrub: bool = typer.Option(False, "--scrub", help="Replace secrets, host and user names, IPs and home "
+                               "paths with stable placeholders (do this before the fixture leaves this machine)."),
+    words: list[str] = typer.Option([], "--scrub-word", metavar="WORD",
+                                    help="One more word to hide, whole-word (a project or cluster name; repeatable)."),
+) -> None:
+    """Write a session's recording, spec and journal as a fixture `harness replay` can run."""
+    if words and not scrub:
+        raise BadInput("--scrub-word only means something with --scrub; add --scrub")
+    m = export_session(session_directory(session), directory, scrub=scrub, words=words)
+    hidden = ", ".join(f"{n} {kind}" for kind, n in m["placeholders"].items() if n) or "nothing found to hide"
+    what = f"scrubbed ({hidden})" if scrub else "NOT scrubbed"
+    typer.echo(f"exported session {m['session']} to {directory}: {m['entries']} recorded calls, "
+               f"{m['events']} journal events; {what}")
+    if not scrub:
+        sys.stderr.write(f"warning: {directory} is not scrubbed and may hold secrets, host and user names; "
+                         f"keep it private, or export again with --scrub before sharing it\n")
