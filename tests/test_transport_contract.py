@@ -3,7 +3,9 @@
 Each test runs against `local`, `asyncssh` (harness.remote.ssh) and `paramiko`
 (harness.remote.paramiko_ssh); the SSH ones talk to the `box` sshd of the `ssh_lab` fixture,
 which runs on this machine as this user, so tmp_path is the same directory for all three.
-An SSH implementation whose module does not exist yet is skipped.
+An SSH implementation whose module does not exist yet is skipped. `replay` is what a replay
+hands the controller: each call made on the local transport, recorded (harness/record.py),
+written and read back as JSON, and served by a ReplayTransport (harness/replay/tape.py).
 
 No pytest-asyncio: each test gets its own event loop (`arun` runs a coroutine on it, bounded so a
 hung implementation fails instead of hanging) and a transport opened and closed on that loop.
@@ -21,9 +23,11 @@ from pathlib import Path
 import pytest
 
 from harness.errors import CommandFailed, CommandTimeout
+from harness.record import Recorder, RecordingTransport, read_recording
+from harness.replay.tape import ReplayTransport, Tape
 from harness.remote.transport import CommandResult, FileStat, HostSpec, Transport, connect
 
-KINDS = ["local", "asyncssh", "paramiko"]
+KINDS = ["local", "asyncssh", "paramiko", "replay"]
 MODULES = {"asyncssh": "harness.remote.ssh", "paramiko": "harness.remote.paramiko_ssh"}
 
 # "gone" also when only a zombie is left (a reparented child nobody has reaped yet)
@@ -34,8 +38,8 @@ GONE = ('p=$(cat {pidfile}); if kill -0 "$p" 2>/dev/null && '
 @pytest.fixture(params=KINDS)
 def spec(request) -> HostSpec:
     kind = request.param
-    if kind == "local":
-        return HostSpec(host="localhost", transport="local")
+    if kind in ("local", "replay"):
+        return HostSpec(host="localhost", transport="local", extra={"replay": kind == "replay"})
     try:
         importlib.import_module(MODULES[kind])
     except ImportError as e:
@@ -47,9 +51,46 @@ def spec(request) -> HostSpec:
 
 
 
+class RoundTrip:
+    """Each call made live (recorded), then answered by a ReplayTransport from the recording as
+    read back from its file: the result, or the exception, a replay would give."""
+
+    def __init__(self, inner, path: Path):
+        self.rec, self.path = Recorder(path), path
+        self.live, self.tape = RecordingTransport(inner, self.rec), Tape([])
+        self.replayed, self.name = ReplayTransport(self.tape, inner.name), inner.name
+
+    async def _both(self, method: str, *args, **kw):
+        try:
+            await getattr(self.live, method)(*args, **kw)
+        except Exception:
+            pass  # recorded; the replay raises it again
+        finally:
+            self.tape.entries.append(read_recording(self.path)[-1])
+        return await getattr(self.replayed, method)(*args, **kw)
+
+    async def run(self, cmd, **kw):
+        return await self._both("run", cmd, **kw)
+
+    async def read(self, path, offset=0, size=None):
+        return await self._both("read", path, offset, size)
+
+    async def write(self, path, data, mode=None):
+        return await self._both("write", path, data, mode)
+
+    async def stat(self, path):
+        return await self._both("stat", path)
+
+    async def close(self):
+        self.rec.close()
+        await self.live.close()
+
+
 @pytest.fixture
-def transport(spec, arun):
+def transport(spec, arun, tmp_path_factory):
     t = arun(connect(spec))
+    if spec.extra.get("replay"):
+        t = RoundTrip(t, tmp_path_factory.mktemp("rec") / "recording.jsonl")
     yield t
     arun(t.close())
 
