@@ -32,13 +32,14 @@ def export_session(session_dir: Path, out: Path, *, scrub: bool, words: Sequence
     session_dir, out = Path(session_dir), Path(out)
     spec_text, events, entries = _read_session(session_dir)
     _check_out(out)
+    spec_text, playbooks = _own_playbooks(spec_text)
     placeholders: dict[str, int] = {}
     if scrub:
         spec_text, events, entries, placeholders = scrub_session(spec_text, events, entries, words)
     manifest = {"format": FORMAT, "session": session_dir.name, "scrubbed": scrub, "placeholders": placeholders,
                 "entries": len(entries), "events": len(events)}
     texts = {"spec.yaml": spec_text, "journal.jsonl": _jsonl(events), "recording.jsonl": _jsonl(entries),
-             "fixture.json": json.dumps(manifest, indent=2) + "\n"}
+             "fixture.json": json.dumps(manifest, indent=2) + "\n", **playbooks}
     _write_dir(out, texts, public=scrub)
     return manifest
 
@@ -80,6 +81,32 @@ def _scrubber(spec_text: str, entries: list, words: Sequence[str]) -> Scrubber:
             names += [label] + ([domain] if "." in domain else [])
     users = [u for u in (spec.get("user"), _login()) if isinstance(u, str)]
     return Scrubber(secrets=secrets, hosts=names, users=users, words=[w for w in words if w.strip()])
+
+
+def _own_playbooks(spec_text: str) -> tuple[str, dict[str, str]]:
+    """A playbook the spec names by its file on this machine travels with the fixture (a replay
+    elsewhere needs the same patterns): copied in under its file name, which the spec then names
+    (relative to the spec's directory). Shipped playbooks stay names. Playbooks are knowledge,
+    not session data: they are copied as they are, never scrubbed (a changed regex would change
+    the verdicts). A playbook it `extends:` by file is not copied: ship it, or name a shipped one."""
+    spec = yaml.safe_load(spec_text)
+    names = spec.get("playbooks") if isinstance(spec, dict) else None
+    files = {}
+    for i, name in enumerate(names or []):
+        if isinstance(name, str) and name.startswith("/"):
+            base = Path(name).name  # a playbook's name is its file's
+            if base in files or base in ("spec.yaml", "fixture.json") or not base.endswith(".yaml"):
+                raise BadInput(f"the session's playbook {name} cannot travel with the fixture under its file name; "
+                               "rename it (NAME.yaml, unique) and export again")
+            try:
+                files[base] = Path(name).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise BadInput(f"the session's playbook {name} cannot be read ({e}); a replay needs it: "
+                               "restore it, then export again") from None
+            names[i] = base
+    if not files:
+        return spec_text, {}
+    return yaml.safe_dump(spec, sort_keys=False, allow_unicode=True, width=120), files
 
 
 def _login() -> str | None:

@@ -195,3 +195,21 @@ def test_changing_the_controller_makes_the_replay_fail_with_a_clear_diff(tmp_pat
     assert f"(attempt {first['attempt']}, after its verdict: crash at stage" in text
     assert "replayed: projected (the budget check before a model request)" in text
     assert "recorded: read " in text or "recorded: write " in text or "recorded: run " in text
+
+
+def test_a_playbook_file_travels_with_the_exported_fixture(tmp_path):
+    import shutil
+
+    from harness.playbook import shipped_dir
+
+    own = tmp_path / "mine" / "my-playbook.yaml"
+    own.parent.mkdir()
+    own.write_text((shipped_dir() / "minichain.yaml").read_text().replace("\nname: minichain\n", "\nname: my-playbook\n", 1))
+    d, spec = recorded_session(tmp_path, playbooks=[str(own)], budgets={"relaunches": 1})
+    asyncio.run(run_spec(spec, d, model=ScriptedModel(LOOK_AND_RELAUNCH)))
+    r = harness("export", str(d), str(tmp_path / "fixture"), "--scrub", home=tmp_path / "home")
+    assert r.returncode == 0, r.stderr
+    shutil.rmtree(own.parent)  # the fixture, elsewhere: the playbook file is not there
+    assert (tmp_path / "fixture" / "my-playbook.yaml").is_file()
+    r = harness("replay", str(tmp_path / "fixture"), home=tmp_path / "home")
+    assert r.returncode == 0, r.stdout + r.stderr
