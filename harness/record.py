@@ -8,7 +8,8 @@ same decisions, and hours of a night replay in seconds.
 One JSON object per line: `n` (1, 2, …), `k` (the kind) and its fields —
 
     start      one per controller process: format, offline, model, journal_seq (events before it)
-    run        cmd, cwd, env, timeout, result{command, returncode, stdout, stderr, timed_out}
+    run        cmd (or same_cmd: the entry with the same command), cwd, env, timeout,
+               result{returncode, stdout, stderr, timed_out; command when it is not cmd}
     read       path, offset, size, data (base64)          write  path, mode, data (base64)
     stat       path, stat{size, mtime, mode, is_dir} | null
     model      messages, tools (names), reply{content, calls, message, usage, cost, retries}
@@ -48,6 +49,7 @@ class Recorder:
             os.ftruncate(fd, data.rfind(b"\n") + 1)
         self.fh = os.fdopen(fd, "a", encoding="utf-8")
         self.n = data.count(b"\n")
+        self.cmds: dict[str, int] = {}  # command -> the entry that holds its text
 
     def add(self, kind: str, **fields) -> None:
         self.n += 1
@@ -56,7 +58,13 @@ class Recorder:
         self.fh.flush()
 
     def call(self, kind: str, t0: float, **fields) -> None:
-        """A remote or model call that ended now."""
+        """A remote or model call that ended now. A command run before (the launcher's status
+        script, once a second for hours) is stored as `same_cmd` = the entry holding its text."""
+        if kind == "run":
+            if (first := self.cmds.get(fields["cmd"])) is not None:
+                fields = {"same_cmd": first, **{k: v for k, v in fields.items() if k != "cmd"}}
+            else:
+                self.cmds[fields["cmd"]] = self.n + 1
         self.add(kind, t0=round(t0, 6), t1=round(self.clock(), 6), **fields)
 
     def close(self) -> None:
@@ -88,7 +96,8 @@ class RecordingTransport:
         except BaseException as e:
             self.rec.call("run", t0, **call, **_failure(e))
             raise
-        self.rec.call("run", t0, **call, result=dataclasses.asdict(r))
+        result = {k: v for k, v in dataclasses.asdict(r).items() if not (k == "command" and v == cmd)}
+        self.rec.call("run", t0, **call, result=result)
         return checked(r, check)
 
     async def read(self, path: str, offset: int = 0, size: int | None = None) -> bytes:
@@ -173,16 +182,23 @@ class RecordingTime:
 
 
 def read_recording(path: Path) -> list[dict]:
-    """The entries; a torn last line (the controller killed mid-write) is left out."""
-    entries = []
+    """The entries, each whole (`same_cmd` resolved to `cmd`); a torn last line (the controller
+    killed mid-write) is left out."""
+    entries, cmds = [], {}
     try:
         with open(path, encoding="utf-8") as fh:
             for line in fh:
                 try:
-                    entries.append(json.loads(line))
+                    e = json.loads(line)
                 except json.JSONDecodeError:
                     if line.endswith("\n"):
                         raise
+                    continue
+                if "same_cmd" in e:
+                    e = {"cmd": cmds[e.pop("same_cmd")], **e}
+                elif e.get("k") == "run":
+                    cmds[e["n"]] = e["cmd"]
+                entries.append(e)
     except FileNotFoundError:
         pass
     return entries

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 
 from harness.agent.scripted import ScriptedModel
 from harness.record import read_recording
@@ -32,6 +33,11 @@ def test_a_session_records_its_commands_reads_and_model_calls(tmp_path):
     assert {"run", "read", "write", "stat", "model", "projected", "clock", "sleep"} <= kinds
     clock = [e["t"] for e in rec if e["k"] == "clock"]  # every reading of the controller's clock, in order
     assert clock == sorted(clock) and all(e["s"] == 0.25 for e in rec if e["k"] == "sleep")
+    # a command run again (the launcher's status script) is stored once, read back whole
+    raw = [json.loads(line) for line in (d / "recording.jsonl").read_text().splitlines()]
+    again = [e for e in raw if "same_cmd" in e]
+    assert again and all("cmd" not in e and raw[e["same_cmd"] - 1]["cmd"] == rec[e["n"] - 1]["cmd"] for e in again)
+    assert all("command" not in e["result"] for e in rec if e["k"] == "run")  # it is `cmd`
     bash = [e for e in rec if e["k"] == "run" and e["cmd"] == "echo looked at it"]
     assert len(bash) == 1 and bash[0]["result"]["stdout"] == "looked at it\n" and bash[0]["result"]["returncode"] == 0
     log = b"".join(base64.b64decode(e["data"]) for e in rec if e["k"] == "read" and e["path"].endswith("/run.log"))

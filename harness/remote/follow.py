@@ -38,6 +38,8 @@ async def poll(t: Transport, cur: Cursor, max_bytes: int = 8 << 20) -> Chunk | N
     st = await t.stat(cur.path)
     if st is None:
         return None
+    if st.size == cur.offset and cur.offset:  # nothing new; a same-size replacement shows once it grows
+        return None
     reset = ""
     if st.size < cur.offset:
         reset = "truncated"

@@ -119,7 +119,7 @@ class ReplayTransport:
     async def run(self, cmd: str, *, timeout: float | None = None, check: bool = False,
                   env: dict[str, str] | None = None, cwd: str | None = None) -> CommandResult:
         e = self.tape.take("run", {"cmd": cmd, "cwd": cwd, "env": env, "timeout": timeout})
-        return checked(CommandResult(**e["result"]), check)
+        return checked(CommandResult(**{"command": cmd, **e["result"]}), check)
 
     async def read(self, path: str, offset: int = 0, size: int | None = None) -> bytes:
         return base64.b64decode(self.tape.take("read", {"path": path, "offset": offset, "size": size})["data"])
