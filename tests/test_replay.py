@@ -213,3 +213,21 @@ def test_a_playbook_file_travels_with_the_exported_fixture(tmp_path):
     assert (tmp_path / "fixture" / "my-playbook.yaml").is_file()
     r = harness("replay", str(tmp_path / "fixture"), home=tmp_path / "home")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_scrubbed_value_in_the_root_cause_still_replays(tmp_path):
+    """The root cause names a host that scrubbing replaces: the replayed failure's fingerprint (a
+    hash of its text) is not the recorded one, and the replay maps the one to the other — in the
+    ledger's commit messages and the model's history lines too."""
+    d, spec = recorded_session(tmp_path, budgets={"relaunches": 2})
+    run = spec.workdir + "/run.sh"
+    Path(run).write_text(FAILING.replace("the last is None", "the last is None on gpu-node-17"))
+    asyncio.run(run_spec(spec, d, model=ScriptedModel(LOOK_AND_RELAUNCH)))
+    assert "gpu-node-17" in [e for e in Journal.read(d / "journal.jsonl") if e["type"] == "verdict"][0]["root"]["text"]
+    out = tmp_path / "fixture"
+    r = harness("export", str(d), str(out), "--scrub", "--scrub-word", "gpu-node-17", home=tmp_path / "home")
+    assert r.returncode == 0, r.stderr
+    assert b"gpu-node-17" not in (out / "journal.jsonl").read_bytes()
+    r = harness("replay", str(out), "--json", home=tmp_path / "home")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)[0]["replayed_end"] == "budget:relaunches"

@@ -24,7 +24,7 @@ from ..record import FORMAT, read_recording
 from ..session.controller import Session
 from ..session.journal import Journal
 from ..spec import load_spec
-from .tape import Cut, Divergence, ReplayModel, ReplayTime, ReplayTransport, Tape, describe
+from .tape import Cut, Divergence, ReplayModel, ReplayTime, ReplayTransport, Tape
 
 
 @dataclass
@@ -75,6 +75,9 @@ async def replay_fixture(path: Path, scratch: Path, ui=None) -> Outcome:
     ledger refs are made of it). `ui(ev, state, seconds)` sees each replayed event at its recorded
     time, in seconds since the recording began."""
     spec, recorded, entries = load_fixture(path)
+    manifest = Path(path) / "fixture.json"
+    scrubbed = manifest.is_file() and json.loads(manifest.read_text(encoding="utf-8")).get("scrubbed") is True
+    aliases: dict[str, str] | None = {} if scrubbed else None
     sid = next((e["session"] for e in recorded if e["type"] == "session"), Path(path).name)
     ends = [e for e in recorded if e["type"] == "end"]
     out = Outcome(str(path), sid, ends[-1]["reason"] if ends else None)
@@ -88,7 +91,7 @@ async def replay_fixture(path: Path, scratch: Path, ui=None) -> Outcome:
         upto = procs[i + 1][0]["journal_seq"] if i + 1 < len(procs) else None
         mine = [e for e in recorded if e["seq"] > start["journal_seq"] and (upto is None or e["seq"] <= upto)]
         out.processes += 1
-        replayed, tape = await _one_process(spec, directory, start, calls, recorded, mine, view)
+        replayed, tape = await _one_process(spec, directory, start, calls, recorded, mine, view, aliases)
         out.calls += tape.i
         first = next((c for c in calls if c["k"] == "clock"), None)
         if first and tape.now is not None:
@@ -97,7 +100,7 @@ async def replay_fixture(path: Path, scratch: Path, ui=None) -> Outcome:
             out.divergence = tape.broken.render()
             break
         cut = isinstance(tape.broken, Cut)
-        out.differences += _compare(mine, replayed, cut, i + 1 if len(procs) > 1 else None)
+        out.differences += _compare(mine, replayed, cut, i + 1 if len(procs) > 1 else None, aliases or {})
         if tape.left and not tape.broken:
             out.divergence = Divergence(tape.left[0]["n"], tape.left[0], None, "after the replayed session ended").render()
             break
@@ -108,15 +111,22 @@ async def replay_fixture(path: Path, scratch: Path, ui=None) -> Outcome:
 
 
 async def _one_process(spec, directory: Path, start: dict, calls: list[dict], recorded: list[dict],
-                       mine: list[dict], ui) -> tuple[list[dict], Tape]:
-    """Replay one controller process from the journal it started with; returns its new events."""
+                       mine: list[dict], ui, aliases: dict[str, str] | None) -> tuple[list[dict], Tape]:
+    """Replay one controller process from the journal it started with; returns its new events.
+    `aliases` (a scrubbed fixture): each replayed verdict's fingerprint maps to the recorded one."""
     with open(directory / "journal.jsonl", "w", encoding="utf-8") as fh:  # the journal as it found it
         fh.writelines(json.dumps(e, ensure_ascii=False) + "\n" for e in recorded if e["seq"] <= start["journal_seq"])
     ses: Session | None = None
-    tape = Tape(calls, lambda: _where(ses))
+    tape = Tape(calls, lambda: _where(ses), aliases)
     rt = ReplayTime(tape)
     model = ReplayModel(tape, start["model"]) if start.get("model") else None
-    view = (lambda ev, st: ui(ev, st, tape.now)) if ui else None
+    fingerprints = {e["attempt"]: e["fingerprint"] for e in mine if e["type"] == "verdict"}
+
+    def view(ev, st):
+        if aliases is not None and ev["type"] == "verdict" and ev["attempt"] in fingerprints:
+            aliases.setdefault(ev["fingerprint"], fingerprints[ev["attempt"]])
+        if ui:
+            ui(ev, st, tape.now)
     ses = Session(spec, directory, ReplayTransport(tape), model, offline=start["offline"],
                   clock=rt.clock, sleep=rt.sleep, ui=view)
     end = next((e for e in mine if e["type"] == "end"), None)
@@ -157,9 +167,13 @@ def key_events(events: list[dict]) -> list[dict]:
     return [{"type": e["type"], **{k: e.get(k) for k in SAME[e["type"]]}} for e in events if e["type"] in SAME]
 
 
-def _compare(recorded: list[dict], replayed: list[dict], cut: bool, process: int | None) -> list[str]:
+def _compare(recorded: list[dict], replayed: list[dict], cut: bool, process: int | None,
+             aliases: dict[str, str]) -> list[str]:
     """Where the replayed events differ from the recorded ones (a killed process: up to its cut)."""
     a, b = key_events(recorded), key_events(replayed)
+    for e in b:
+        if e["type"] == "verdict":
+            e["fingerprint"] = aliases.get(e["fingerprint"], e["fingerprint"])
     if cut:  # the recorded process was killed: its events end where its tape did
         b = b[:len(a)]
     out, tag = [], f"process {process}: " if process else ""
@@ -173,5 +187,3 @@ def _compare(recorded: list[dict], replayed: list[dict], cut: bool, process: int
 def _show(e: dict | None) -> str:
     return "(none)" if e is None else json.dumps(e, ensure_ascii=False)
 
-
-__all__ = ["Outcome", "replay_fixture", "load_fixture", "processes", "key_events", "describe"]

@@ -57,7 +57,9 @@ def describe(entry: dict | None) -> str:
     k = entry.get("k")
     if k == "run":
         env = f" env={json.dumps(entry['env'], sort_keys=True)}" if entry.get("env") else ""
-        return f"run (cwd={entry.get('cwd')}, timeout={entry.get('timeout')}{env}):\n{entry['cmd']}"
+        first = entry["cmd"].split("\n", 1)[0]
+        first = first if len(first) <= 100 else first[:99] + "…"
+        return f"run `{first}` (cwd={entry.get('cwd')}, timeout={entry.get('timeout')}{env}):\n{entry['cmd']}"
     if k == "write":
         data = base64.b64decode(entry["data"]).decode("utf-8", "replace")
         return f"write {entry['path']} (mode={entry.get('mode')}, {len(data)} chars):\n{data}"
@@ -73,11 +75,14 @@ def describe(entry: dict | None) -> str:
 
 
 class Tape:
-    """One controller process's entries, taken in order."""
+    """One controller process's entries, taken in order. `aliases` (replayed -> recorded text)
+    is for a scrubbed fixture: a failure fingerprint is a hash of the root-cause text, so one
+    whose text held a scrubbed value differs from the recorded one; the replay maps it back."""
 
-    def __init__(self, entries: list[dict], where=lambda: ""):
+    def __init__(self, entries: list[dict], where=lambda: "", aliases: dict[str, str] | None = None):
         self.entries, self.i, self.where, self.now = entries, 0, where, None
         self.broken: BaseException | None = None
+        self.aliases = aliases if aliases is not None else {}
 
     @property
     def left(self) -> list[dict]:
@@ -90,6 +95,8 @@ class Tape:
             self.broken = Cut()
             raise self.broken
         e = self.entries[self.i]
+        if self.aliases:
+            call = {key: _aliased(value, self.aliases, key == "data") for key, value in call.items()}
         if e["k"] != kind or any(e.get(key) != call.get(key) for key in KEYS[kind]):
             self.broken = Divergence(e.get("n", self.i + 1), e, {"k": kind, **call}, self.where())
             raise self.broken
@@ -99,6 +106,22 @@ class Tape:
         if "error" in e:
             raise _rebuild(e["error"])
         return e
+
+
+def _aliased(value, aliases: dict[str, str], b64: bool = False):
+    """`value` with every alias replaced, in strings however deep (and in base64 bytes)."""
+    if b64 and isinstance(value, str):
+        return base64.b64encode(_aliased(base64.b64decode(value).decode("utf-8", "surrogateescape"),
+                                         aliases).encode("utf-8", "surrogateescape")).decode()
+    if isinstance(value, str):
+        for new, old in aliases.items():
+            value = value.replace(new, old)
+        return value
+    if isinstance(value, list):
+        return [_aliased(v, aliases) for v in value]
+    if isinstance(value, dict):
+        return {k: _aliased(v, aliases) for k, v in value.items()}
+    return value
 
 
 def _rebuild(err: dict) -> Exception:
