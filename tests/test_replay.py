@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -49,13 +50,20 @@ def test_a_recorded_session_replays_to_the_same_end_with_the_same_calls(tmp_path
     assert out.ok, (out.divergence, out.differences)
     assert (out.recorded_end, out.replayed_end, out.processes) == ("budget:relaunches", "budget:relaunches", 1)
     assert out.calls == len(read_recording(d / "recording.jsonl")) - 1  # every call but the start entry
-    # the replayed journal is the recorded one, event for event (times of writing aside)
-    replayed = Journal.read(tmp_path / "scratch" / "s-replay" / "journal.jsonl")
-    recorded = Journal.read(d / "journal.jsonl")
-    assert [{k: v for k, v in e.items() if k != "t"} for e in replayed] == \
-           [{k: v for k, v in e.items() if k != "t"} for e in recorded]
+    # the replayed journal is the recorded one, event for event, to the times (the recorded clock's)
+    assert Journal.read(tmp_path / "scratch" / "s-replay" / "journal.jsonl") == Journal.read(d / "journal.jsonl")
     # and no second of the recorded run was waited for
     assert out.virtual_seconds > 0
+
+
+def test_a_wall_clock_budget_ends_the_replay_where_it_ended_the_session(tmp_path):
+    """Budgets count on the session's clock (the journal's times are its readings too), so an
+    hour-long budget replays in no time and runs out at the same call."""
+    d, spec = recorded_session(tmp_path, budgets={"wall_clock": 2}, launch={"env": {"DELAY": "30", "PYTHON": sys.executable}})
+    ses = asyncio.run(run_spec(spec, d, model=ScriptedModel([])))
+    assert ses.state.ended["reason"] == "budget:wall_clock"
+    out = replay(d, tmp_path)
+    assert out.ok and out.replayed_end == "budget:wall_clock", (out.divergence, out.differences)
 
 
 def test_a_continued_session_replays_process_by_process(tmp_path):
@@ -140,7 +148,9 @@ def test_step_shows_the_session_event_by_event_at_its_recorded_time(tmp_path):
     r = harness("replay", str(FIXTURES / "stuck"), "--step", home=tmp_path / "home")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0].startswith("+    0.0s attempt 1: launched run stuck-1")
+    assert re.fullmatch(r"\+ +\d+\.\ds attempt 1: launched run stuck-1 \(pid \d+\)", lines[0]), lines[0]
+    times = [float(ln.split("s ", 1)[0][1:]) for ln in lines if ln.startswith("+")]
+    assert times == sorted(times) and times[-1] > 3  # the session's own seconds, not the replay's
     assert any("grep -n speculative minichain/server.py" in ln for ln in lines)  # the agent's call…
     assert any(ln.startswith(" " * 14) and "def build_speculative_config" in ln for ln in lines)  # …and what it saw
     assert "session ended: stuck" in r.stdout
@@ -162,11 +172,9 @@ def test_the_same_replay_anywhere(tmp_path):
                            cwd=where, env=env, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr
         journal = Journal.read(next(keep.glob("*/*/journal.jsonl")))
-        runs.append(([{k: v for k, v in e.items() if k != "t"} for e in journal],
-                     {k: v for k, v in json.loads(r.stdout)[0].items() if k != "seconds"}))
+        runs.append((journal, {k: v for k, v in json.loads(r.stdout)[0].items() if k != "seconds"}))
     assert runs[0] == runs[1]
-    recorded = Journal.read(copy / "journal.jsonl")
-    assert runs[0][0] == [{k: v for k, v in e.items() if k != "t"} for e in recorded]
+    assert runs[0][0] == Journal.read(copy / "journal.jsonl")  # and the recorded one, to the times
 
 
 def test_changing_the_controller_makes_the_replay_fail_with_a_clear_diff(tmp_path):

@@ -57,7 +57,7 @@ class Session:
                  clock=time.time, sleep=asyncio.sleep, ui=None, tool_timeout: float = 120.0):
         self.spec, self.dir, self.transport, self.model = spec, Path(directory), transport, model
         self.offline, self.clock, self.sleep, self.ui, self.tool_timeout = offline, clock, sleep, ui, tool_timeout
-        self.journal = Journal(self.dir / "journal.jsonl")
+        self.journal = Journal(self.dir / "journal.jsonl", clock)  # budgets count from its times
         self.state = State()
         for ev in self.journal.events():
             apply(self.state, ev)

@@ -70,8 +70,8 @@ def _parse(path: Path, data: bytes) -> tuple[list[dict], int]:
 class Journal:
     """An append-only, fsync'd JSON-lines file. One writer at a time (the session's controller)."""
 
-    def __init__(self, path: Path):
-        self.path = Path(path)
+    def __init__(self, path: Path, clock=time.time):
+        self.path, self.clock = Path(path), clock  # the session's clock: a replay stamps the same times
         self.path.parent.mkdir(parents=True, exist_ok=True)
         created = not self.path.exists()
         # O_APPEND: every write lands at the end, whatever the offset; buffering=0: one write(2) each
@@ -92,7 +92,7 @@ class Journal:
         (non-finite floats become "nan"/"inf"/"-inf")."""
         if clash := [k for k in RESERVED if k in fields]:
             raise TypeError(f"journal fields {clash} are set by the journal itself")
-        event = _finite({"seq": self._seq + 1, "t": time.time(), "type": type, **fields})
+        event = _finite({"seq": self._seq + 1, "t": self.clock(), "type": type, **fields})
         line = _encode(event)  # TypeError here (a value JSON cannot hold) leaves the file untouched
         fd = self._file.fileno()
         try:
