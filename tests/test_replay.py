@@ -52,8 +52,6 @@ def test_a_recorded_session_replays_to_the_same_end_with_the_same_calls(tmp_path
     assert out.calls == len(read_recording(d / "recording.jsonl")) - 1  # every call but the start entry
     # the replayed journal is the recorded one, event for event, to the times (the recorded clock's)
     assert Journal.read(tmp_path / "scratch" / "s-replay" / "journal.jsonl") == Journal.read(d / "journal.jsonl")
-    # and no second of the recorded run was waited for
-    assert out.virtual_seconds > 0
 
 
 def test_a_wall_clock_budget_ends_the_replay_where_it_ended_the_session(tmp_path):
@@ -140,8 +138,6 @@ def test_every_fixture_replays_green(tmp_path):
     out = json.loads(r.stdout)
     assert [o["ok"] for o in out] == [True] * len(fixtures())
     assert [o["replayed_end"] for o in out] == [o["recorded_end"] for o in out]
-    # hours of a night would replay in seconds: nothing is waited for
-    assert all(o["virtual_seconds"] > 0 for o in out)
 
 
 def test_step_shows_the_session_event_by_event_at_its_recorded_time(tmp_path):
