@@ -11,18 +11,7 @@ import typer
 from .cli import app
 from .errors import BadInput
 from .export import export_session
-from .session.store import find_session
-
-
-def session_directory(session: str) -> Path:
-    """A session id (in $HARNESS_HOME/sessions), or the path of a session directory."""
-    path = Path(session).expanduser()
-    if (path / "journal.jsonl").is_file():
-        return path
-    if "/" in session or path.exists():
-        raise BadInput(f"{session} is not a session directory (no journal.jsonl); give a session id "
-                       f"(`harness sessions` lists them) or a session's directory")
-    return find_session(session)
+from .session.store import session_or_directory
 
 
 @app.command("export")
@@ -37,7 +26,7 @@ def export(
     """Write a session's recording, spec and journal as a fixture `harness replay` can run."""
     if words and not scrub:
         raise BadInput("--scrub-word only means something with --scrub; add --scrub")
-    m = export_session(session_directory(session), directory, scrub=scrub, words=words)
+    m = export_session(session_or_directory(session), directory, scrub=scrub, words=words)
     hidden = ", ".join(f"{n} {kind}" for kind, n in m["placeholders"].items() if n) or "nothing found to hide"
     what = f"scrubbed ({hidden})" if scrub else "NOT scrubbed"
     typer.echo(f"exported session {m['session']} to {directory}: {m['entries']} recorded calls, "

@@ -19,21 +19,11 @@ from rich.console import Console
 from rich.text import Text
 
 from .cli import app
-from .errors import BadInput
 from .replay.run import Outcome, replay_fixture
-from .session.store import find_session
+from .session.store import session_or_directory
 from .ui import event_line
 
 console = Console(highlight=False)
-
-
-def _fixture(arg: str) -> Path:
-    p = Path(arg)
-    if p.is_dir():
-        return p
-    if "/" in arg or p.exists():
-        raise BadInput(f"{arg} is not a directory: give a fixture directory (harness export) or a session id")
-    return find_session(arg)
 
 
 class Stepper:
@@ -85,7 +75,7 @@ def replay(
                                         help="Keep the replayed sessions (journal, attempt logs) in DIR."),
 ) -> None:
     """Replay recorded sessions against the real controller: same verdicts, tool calls and end?"""
-    paths = [_fixture(f) for f in fixtures]
+    paths = [session_or_directory(f) for f in fixtures]
     scratch = Path(tempfile.mkdtemp(prefix="harness-replay-")) if keep is None else keep
     outcomes = []
     try:

@@ -43,3 +43,15 @@ def find_session(name: str | None) -> Path:
     if not found:
         raise BadInput(f"no sessions in {root} yet; start one with `harness run harness.yaml`")
     return found[-1]
+
+
+def session_or_directory(arg: str) -> Path:
+    """A directory given by path (a session's or a fixture's: the caller checks what is in it),
+    else a session id."""
+    path = Path(arg).expanduser()
+    if path.is_dir():
+        return path
+    if "/" in arg or path.exists():
+        raise BadInput(f"{arg} is not a directory: give a session's or a fixture's directory, or a session id "
+                       "(`harness sessions` lists them)")
+    return find_session(arg)
