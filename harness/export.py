@@ -46,22 +46,22 @@ def export_session(session_dir: Path, out: Path, *, scrub: bool, words: Sequence
 
 def scrub_session(spec_text: str, events: list, entries: list, words: Sequence[str] = ()):
     """(spec text, events, entries, placeholders by kind), scrubbed: pass 1 over all three, then pass 2."""
-    s = _scrubber(spec_text, entries, words)
-    streams = _read_streams(entries)
+    s = _scrubber(spec_text, words)
+    images = _file_images(entries)
     s.collect(spec_text)
     s.collect_value(events)
     s.collect_value(entries)
-    for stream in streams:  # a value cut in two by consecutive reads of one log
-        s.collect(to_text(stream[-1][1]))
-    done = _scrub_streams(s, streams)
+    for _, image, _ in images:  # a value cut in two by consecutive reads of one log
+        s.collect(to_text(image))
+    done = _scrub_images(s, images)
     entries = [{k: done[id(e)] if k == "data" and id(e) in done else s.scrub_value(v, k) for k, v in e.items()}
                for e in entries]
     return s.scrub(spec_text), s.scrub_value(events), entries, s.placeholders
 
 
-def _scrubber(spec_text: str, entries: list, words: Sequence[str]) -> Scrubber:
+def _scrubber(spec_text: str, words: Sequence[str]) -> Scrubber:
     """A Scrubber knowing what the spec and this machine say is private: the host and user, launch.env
-    values with secret names, the model key if set here, this machine's names, the controller's host."""
+    values with secret names, the model key if set here, this machine's names."""
     try:
         spec = yaml.safe_load(spec_text)
     except yaml.YAMLError:
@@ -73,7 +73,6 @@ def _scrubber(spec_text: str, entries: list, words: Sequence[str]) -> Scrubber:
     if isinstance(key_env, str) and os.environ.get(key_env):
         secrets.append(os.environ[key_env])
     hosts = [spec.get("host"), socket.gethostname()]  # not getfqdn(): it may ask a DNS server
-    hosts += [e.get("host") for e in entries if e.get("k") == "start"]
     names = [h for h in hosts if isinstance(h, str) and h]
     for h in list(names):  # gpu1.corp.example: also gpu1 and corp.example alone
         label, _, domain = h.partition(".")
@@ -116,11 +115,11 @@ def _login() -> str | None:
         return None
 
 
-def _read_streams(entries: list) -> list[list[tuple[dict, bytes]]]:
-    """The reads of each file grouped by the file's content they saw: a read that agrees with
-    what earlier reads of the path saw where they overlap (a log's next lines, its head read again
-    to notice a rotation) joins their group; one that does not (a file rewritten, truncated) starts
-    a new group. A group's reads are slices of one image of the file."""
+def _file_images(entries: list) -> list[tuple[int, bytes, list[tuple[dict, bytes]]]]:
+    """The reads of each file grouped by the file's content they saw, as (offset of the image,
+    the image, its reads): a read that agrees with what earlier reads of the path saw where they
+    overlap (a log's next lines, its head read again to notice a rotation) joins their image; one
+    that does not (a file rewritten, truncated) starts a new one."""
     groups: list[tuple[int, bytearray, list]] = []
     latest: dict = {}
     for e in entries:
@@ -140,21 +139,19 @@ def _read_streams(entries: list) -> list[list[tuple[dict, bytes]]]:
         g = (e["offset"], bytearray(raw), [(e, raw)])
         groups.append(g)
         latest[e.get("path")] = g
-    return [[(e, raw) for e, raw in reads] + [(None, bytes(image))] for base, image, reads in groups]
+    return [(base, bytes(image), reads) for base, image, reads in groups]
 
 
-def _scrub_streams(s: Scrubber, streams: list) -> dict[int, str]:
+def _scrub_images(s: Scrubber, images: list) -> dict[int, str]:
     """New `data` by id(entry): each file image scrubbed whole and every read cut from it where it
     was cut, so a value split between two reads is hidden and a re-read of the head still equals
     the first read — when the image's length held (it does unless a value was shorter than its
     placeholder); else its reads are scrubbed one by one."""
     done: dict[int, str] = {}
-    for stream in streams:
-        *reads, (_, image) = stream
+    for base, image, reads in images:
         clean = to_bytes(s.scrub(to_text(image)))
         if len(clean) != len(image):
             continue
-        base = reads[0][0]["offset"]
         for e, raw in reads:
             at = e["offset"] - base
             done[id(e)] = base64.b64encode(clean[at:at + len(raw)]).decode()
