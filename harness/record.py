@@ -81,6 +81,18 @@ def _failure(e: BaseException) -> dict:
     return {"error": {"type": type(e).__name__, "message": str(e)}}
 
 
+async def _recorded(rec: Recorder, kind: str, call: dict, coro, answer=lambda r: {}):
+    """Await `coro` and record the call: with `answer(result)`, or how it failed."""
+    t0 = rec.clock()
+    try:
+        result = await coro
+    except BaseException as e:
+        rec.call(kind, t0, **call, **_failure(e))
+        raise
+    rec.call(kind, t0, **call, **answer(result))
+    return result
+
+
 class RecordingTransport:
     """A Transport that records every call it passes to `inner`."""
 
@@ -90,44 +102,23 @@ class RecordingTransport:
 
     async def run(self, cmd: str, *, timeout: float | None = None, check: bool = False,
                   env: dict[str, str] | None = None, cwd: str | None = None) -> CommandResult:
-        t0, call = self.rec.clock(), {"cmd": cmd, "cwd": cwd, "env": env, "timeout": timeout}
-        try:
-            r = await self.inner.run(cmd, timeout=timeout, check=False, env=env, cwd=cwd)
-        except BaseException as e:
-            self.rec.call("run", t0, **call, **_failure(e))
-            raise
-        result = {k: v for k, v in dataclasses.asdict(r).items() if not (k == "command" and v == cmd)}
-        self.rec.call("run", t0, **call, result=result)
+        def answer(r: CommandResult) -> dict:
+            return {"result": {k: v for k, v in dataclasses.asdict(r).items() if not (k == "command" and v == cmd)}}
+        r = await _recorded(self.rec, "run", {"cmd": cmd, "cwd": cwd, "env": env, "timeout": timeout},
+                            self.inner.run(cmd, timeout=timeout, check=False, env=env, cwd=cwd), answer)
         return checked(r, check)
 
     async def read(self, path: str, offset: int = 0, size: int | None = None) -> bytes:
-        t0, call = self.rec.clock(), {"path": path, "offset": offset, "size": size}
-        try:
-            data = await self.inner.read(path, offset, size)
-        except BaseException as e:
-            self.rec.call("read", t0, **call, **_failure(e))
-            raise
-        self.rec.call("read", t0, **call, data=_b64(data))
-        return data
+        return await _recorded(self.rec, "read", {"path": path, "offset": offset, "size": size},
+                               self.inner.read(path, offset, size), lambda data: {"data": _b64(data)})
 
     async def write(self, path: str, data: bytes, mode: int | None = None) -> None:
-        t0, call = self.rec.clock(), {"path": path, "mode": mode, "data": _b64(data)}
-        try:
-            await self.inner.write(path, data, mode)
-        except BaseException as e:
-            self.rec.call("write", t0, **call, **_failure(e))
-            raise
-        self.rec.call("write", t0, **call)
+        await _recorded(self.rec, "write", {"path": path, "mode": mode, "data": _b64(data)},
+                        self.inner.write(path, data, mode))
 
     async def stat(self, path: str) -> FileStat | None:
-        t0 = self.rec.clock()
-        try:
-            st = await self.inner.stat(path)
-        except BaseException as e:
-            self.rec.call("stat", t0, path=path, **_failure(e))
-            raise
-        self.rec.call("stat", t0, path=path, stat=dataclasses.asdict(st) if st else None)
-        return st
+        return await _recorded(self.rec, "stat", {"path": path}, self.inner.stat(path),
+                               lambda st: {"stat": dataclasses.asdict(st) if st else None})
 
     async def close(self) -> None:
         await self.inner.close()
@@ -147,17 +138,12 @@ class RecordingModel:
         return tokens, money
 
     async def complete(self, messages: list[dict], tools: list[dict]):
-        t0, call = self.rec.clock(), {"messages": messages, "tools": [t["function"]["name"] for t in tools]}
-        try:
-            reply = await self.inner.complete(messages, tools)
-        except BaseException as e:
-            self.rec.call("model", t0, **call, **_failure(e))
-            raise
-        self.rec.call("model", t0, **call, reply={
-            "content": reply.content, "calls": [dataclasses.asdict(c) for c in reply.tool_calls],
-            "message": reply.message, "usage": dataclasses.asdict(reply.usage), "cost": reply.cost,
-            "retries": reply.retries})
-        return reply
+        def answer(reply) -> dict:
+            return {"reply": {"content": reply.content, "calls": [dataclasses.asdict(c) for c in reply.tool_calls],
+                              "message": reply.message, "usage": dataclasses.asdict(reply.usage),
+                              "cost": reply.cost, "retries": reply.retries}}
+        return await _recorded(self.rec, "model", {"messages": messages, "tools": [t["function"]["name"] for t in tools]},
+                               self.inner.complete(messages, tools), answer)
 
 
 class RecordingTime:
