@@ -4,6 +4,18 @@ from __future__ import annotations
 
 import re
 
+# Known key and token shapes, by what they are (harness/scrub.py hides the same shapes).
+KEY_SHAPES = {
+    "key": r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}",
+    "token": r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,}|"
+             r"xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})\b",
+    "jwt": r"\beyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]{8,}",
+    # a long mixed-case base64 run (a key body seen without its BEGIN line); hex ids and paths
+    # (two or more slashes) stay
+    "blob": r"(?<![\w+/])(?=[A-Za-z0-9+/]*[A-Z])(?=[A-Za-z0-9+/]*[a-z])(?=[A-Za-z0-9+/]*\d)"
+            r"(?![A-Za-z0-9+]*/[A-Za-z0-9+]*/)[A-Za-z0-9+/]{40,}={0,2}",
+}
+
 _RULES: list[tuple[re.Pattern, str]] = [
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.S),
      "<private-key>"),
@@ -13,14 +25,7 @@ _RULES: list[tuple[re.Pattern, str]] = [
     # not TOKENIZERS_PARALLELISM or max_tokens.
     (re.compile(r"(?i)\b([\w.-]*(?:api[_-]?key|access[_-]?key|secret(?:[_-]?key)?|token|password|passwd|pwd))"
                 r"(['\"]?\s*[:=]\s*['\"]?)(?!<redacted>)([^\s'\",;&]{4,})"), r"\1\2<redacted>"),
-    (re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}"), "<redacted-key>"),
-    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,}|"
-                r"xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})\b"), "<redacted-token>"),
-    (re.compile(r"\beyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]{8,}"), "<redacted-jwt>"),
-    # A long mixed-case base64 run (a key body seen without its BEGIN line); hex ids and
-    # paths (two or more slashes) stay.
-    (re.compile(r"(?<![\w+/])(?=[A-Za-z0-9+/]*[A-Z])(?=[A-Za-z0-9+/]*[a-z])(?=[A-Za-z0-9+/]*\d)"
-                r"(?![A-Za-z0-9+]*/[A-Za-z0-9+]*/)[A-Za-z0-9+/]{40,}={0,2}"), "<redacted-blob>"),
+    *((re.compile(rx), f"<redacted-{what}>") for what, rx in KEY_SHAPES.items()),
     (re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^\s/:@]+:[^\s/@]+@"), r"\1<redacted>@"),  # user:pass@ in URLs
 ]
 

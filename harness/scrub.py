@@ -26,6 +26,8 @@ import binascii
 import re
 from collections import Counter
 
+from .redact import KEY_SHAPES
+
 KINDS = ("secret", "host", "word", "ip", "user")
 _PREFIX = {"secret": ("SECRET", "S"), "host": ("host", "h"), "word": ("word", "w"), "user": ("user", "u")}
 _PLACEHOLDER = re.compile(r"(?:SECRET|S|host|h|word|w|user|u)\d+x*")
@@ -65,11 +67,7 @@ _BEARER = re.compile(r"(?i)\bbearer\s+([A-Za-z0-9._~+/=-]{8,})")
 _URL_LOGIN = re.compile(r"\b[a-z][a-z0-9+.-]*://([^\s/:@]+):([^\s/@]+)@")
 _KEY_BODY = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----((?:(?:\s|\\[nr])+[A-Za-z0-9+/=]+)+)")
 _KEY_SPLIT = re.compile(r"(?:\s|\\[nr])+")
-_SHAPES = re.compile(  # known token shapes, and a long mixed-case base64 run (a key body without its BEGIN)
-    r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}|\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|"
-    r"hf_[A-Za-z0-9]{20,}|xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})\b|\beyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]{8,}|"
-    r"(?<![\w+/])(?=[A-Za-z0-9+/]*[A-Z])(?=[A-Za-z0-9+/]*[a-z])(?=[A-Za-z0-9+/]*\d)"
-    r"(?![A-Za-z0-9+]*/[A-Za-z0-9+]*/)[A-Za-z0-9+/]{40,}={0,2}")
+_SHAPES = re.compile("|".join(KEY_SHAPES.values()))  # known token shapes, and a long base64 run
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 _IP = re.compile(rf"(?<![\w.]){_OCTET}(?:\.{_OCTET}){{3}}(?!\w|\.\d)")
 _BOUNDS = {"secret": (r"(?<![A-Za-z0-9])", r"(?![A-Za-z0-9])"), "ip": (r"(?<![\w.])", r"(?!\w|\.\d)"),
