@@ -14,7 +14,8 @@ message is one line saying what is wrong and what to do; the CLI prints it and e
     ├── LaunchFailed      a launched run never started (harness.remote.launch)
     ├── ModelError        the model endpoint refused the request (bad key, unknown model) or
     │                     kept failing after its retries (harness.agent.model)
-    ├── JournalError      a session journal is corrupt before its last line, or cannot be written
+    ├── JournalError      a session's journal (or recording) is corrupt before its last line, or
+    │                     cannot be written
     └── LedgerError       a git command of the shadow ledger failed on the host, or git is missing
 """
 
@@ -70,7 +71,8 @@ class ModelError(HarnessError):
 
 
 class JournalError(HarnessError):
-    """A session journal (journal.jsonl) has a corrupt line before its end, or cannot be written."""
+    """A session's journal.jsonl (or recording.jsonl) has a corrupt line before its end, or the
+    journal cannot be written."""
 
 
 class LedgerError(HarnessError):

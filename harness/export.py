@@ -23,6 +23,7 @@ import yaml
 from .errors import BadInput
 from .scrub import Scrubber, decode_data, is_secret_name, to_bytes, to_text
 from .session.detach import LOCK, holder
+from .session.journal import Journal
 
 FORMAT = 1
 
@@ -174,25 +175,8 @@ def _read_session(d: Path) -> tuple[str, list, list]:
         spec_text = (d / "spec.yaml").read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise BadInput(f"{d / 'spec.yaml'} is not UTF-8 ({e.reason}); the session directory is damaged") from None
-    return spec_text, _read_jsonl(d / "journal.jsonl"), _read_jsonl(d / "recording.jsonl")
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    """The objects of a JSON-lines file; a torn last line (a crash mid-write, no newline) is dropped."""
-    lines = path.read_bytes().split(b"\n")
-    out = []
-    for no, line in enumerate(lines[:-1], 1):  # lines[-1] is b"" or the torn last line
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line.decode("utf-8"))
-        except ValueError as e:
-            raise BadInput(f"{path}:{no}: not a JSON line ({e}); the file is damaged, "
-                           f"fix or delete that line") from None
-        if not isinstance(obj, dict):
-            raise BadInput(f"{path}:{no}: not a JSON object; the file is damaged, fix or delete that line")
-        out.append(obj)
-    return out
+    # the recording as written (a repeated command stays a reference to its first entry)
+    return spec_text, Journal.read(d / "journal.jsonl"), Journal.read(d / "recording.jsonl")
 
 
 def _jsonl(objs: list) -> str:

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from .remote.transport import CommandResult, FileStat, checked
+from .session.journal import Journal
 
 FORMAT = 2
 
@@ -169,22 +170,12 @@ class RecordingTime:
 
 def read_recording(path: Path) -> list[dict]:
     """The entries, each whole (`same_cmd` resolved to `cmd`); a torn last line (the controller
-    killed mid-write) is left out."""
+    killed mid-write) is left out, a corrupt one before it is a JournalError naming the line."""
     entries, cmds = [], {}
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    e = json.loads(line)
-                except json.JSONDecodeError:
-                    if line.endswith("\n"):
-                        raise
-                    continue
-                if "same_cmd" in e:
-                    e = {"cmd": cmds[e.pop("same_cmd")], **e}
-                elif e.get("k") == "run":
-                    cmds[e["n"]] = e["cmd"]
-                entries.append(e)
-    except FileNotFoundError:
-        pass
+    for e in Journal.read(path) if Path(path).exists() else []:
+        if "same_cmd" in e:
+            e = {"cmd": cmds[e.pop("same_cmd")], **e}
+        elif e.get("k") == "run":
+            cmds[e["n"]] = e["cmd"]
+        entries.append(e)
     return entries

@@ -111,8 +111,15 @@ def test_a_call_the_recording_does_not_have_stops_the_replay_with_a_diff():
 
 
 def test_bad_input_is_one_line(tmp_path):
+    import shutil
+
     (tmp_path / "empty").mkdir()
-    for arg, says in ((str(tmp_path / "empty"), "has no spec.yaml"), (str(tmp_path / "nope.txt"), "not a directory")):
+    damaged = tmp_path / "damaged"
+    shutil.copytree(FIXTURES / "stuck", damaged)
+    lines = (damaged / "recording.jsonl").read_text().splitlines(keepends=True)
+    (damaged / "recording.jsonl").write_text("".join(lines[:4] + ["{not json\n"] + lines[5:]))
+    for arg, says in ((str(tmp_path / "empty"), "has no spec.yaml"), (str(tmp_path / "nope.txt"), "not a directory"),
+                      (str(damaged), "recording.jsonl:5: corrupt line")):
         r = harness("replay", arg, home=tmp_path / "home")
         assert r.returncode == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 

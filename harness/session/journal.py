@@ -58,7 +58,7 @@ def _parse(path: Path, data: bytes) -> tuple[list[dict], int]:
         except ValueError as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             if last or (no == len(lines) - 1 and not lines[-1]):
                 break  # the last line: a write cut short by a crash
-            raise JournalError(f"{path}:{no}: corrupt journal line ({e}); fix or delete that line "
+            raise JournalError(f"{path}:{no}: corrupt line ({e}); fix or delete that line "
                                f"(a crash can only tear the last line, so something else changed the file)")
         if last:
             break  # valid JSON but no newline: its append never completed, so it never happened
@@ -125,7 +125,8 @@ class Journal:
     @staticmethod
     def read(path: Path) -> list[dict]:
         """The events of the journal at `path`, without changing the file (a torn last line is
-        left out). FileNotFoundError when there is none."""
+        left out). FileNotFoundError when there is none. Reads any of the session's JSON-lines
+        files (the recording too): JournalError names the file and line of a corrupt one."""
         return _parse(Path(path), Path(path).read_bytes())[0]
 
 
