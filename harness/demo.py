@@ -24,15 +24,17 @@ SCRIPT = Path(__file__).resolve().parent / "agent" / "demo_script.yaml"
 DEMO_KEY_ENV = "HARNESS_DEMO_API_KEY"
 
 
-def prepare(dest: Path) -> Path:
-    """A copy of minichain with all ten faults applied; returns its directory."""
+def prepare(dest: Path, faults: list[str] | None = None) -> Path:
+    """A copy of minichain with the named fault patches (default: all ten) applied; returns its directory."""
     if not (TARGET / "run.sh").is_file():
         raise BadInput(f"harness demo needs the source checkout's {TARGET}; run it from a clone of the repository")
     if shutil.which("git") is None:
         raise BadInput("harness demo needs git (for `git apply` and the ledger): install git")
     work = dest / "minichain"
     shutil.copytree(TARGET, work, ignore=shutil.ignore_patterns("__pycache__", "faults"))
-    for patch in sorted((TARGET / "faults").glob("*.patch")):
+    patches = sorted((TARGET / "faults").glob("*.patch")) if faults is None else \
+        [TARGET / "faults" / f"{name}.patch" for name in faults]
+    for patch in patches:
         r = subprocess.run(["git", "apply", str(patch)], cwd=work, capture_output=True, text=True)
         if r.returncode:
             raise BadInput(f"could not apply {patch.name}: {r.stderr.strip()}")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from sshd import SshLab  # noqa: E402
 
 from harness.agent.model import OpenAIModel  # noqa: E402
 from harness.agent.scripted import ScriptedModel, ScriptedServer  # noqa: E402
-from harness.demo import SCRIPT, TARGET  # noqa: E402
+from harness.demo import SCRIPT, TARGET, prepare  # noqa: E402
 from harness.export import export_session  # noqa: E402
 from harness.remote.launch import PROXY_VARS  # noqa: E402
 from harness.session.runner import run_spec  # noqa: E402
@@ -52,14 +51,6 @@ SESSIONS = {
 }
 
 
-def workdir(base: Path, faults: list[str]) -> Path:
-    work = base / "minichain"
-    shutil.copytree(TARGET, work, ignore=shutil.ignore_patterns("__pycache__", "faults"))
-    for name in faults:
-        subprocess.run(["git", "apply", str(TARGET / "faults" / f"{name}.patch")], cwd=work, check=True)
-    return work
-
-
 def record(name: str) -> Path:
     how, base = SESSIONS[name], BASE / name
     shutil.rmtree(base, ignore_errors=True)
@@ -71,7 +62,7 @@ def record(name: str) -> Path:
         spec = RunSpec.model_validate({
             "host": "127.0.0.1", "port": box.port, "user": box.user, "key": str(lab.client_key),
             "known_hosts": str(lab.known_hosts), "transport": "asyncssh",
-            "workdir": str(workdir(base, how["faults"])),
+            "workdir": str(prepare(base, how["faults"])),
             "launch": {"command": "bash run.sh", "env": {"PYTHON": sys.executable}, "unset": sorted(PROXY_VARS),
                        "settle": 2, "stall": 60},
             "playbooks": ["minichain"], "budgets": {"wall_clock": "10m", **how["budgets"]}})
