@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
 
 try:  # typer >= 0.24 carries its own copy of click
     from typer._click.exceptions import ClickException
@@ -35,13 +35,14 @@ def analyze(
     """Say how far an RL run's chain got, what broke, why, and what usually fixes it."""
     from .analyze import analyze_file, build_digest, check_log_path
     from .analyze.verdict import jsonable
+    from .ui import cli_console
     from .playbook import load_playbook
 
     for p in logs:
         check_log_path(p)
     pb = load_playbook(playbook) if playbook else None
     now = time.time()
-    out, console = [], Console()
+    out, console = [], cli_console()
     for p in logs:
         verdict, an = analyze_file(p, pb, now=now)
         if digest:
@@ -85,13 +86,24 @@ def trust(
     host: str = typer.Argument(..., help="Host name or ~/.ssh/config alias."),
     ssh_config: Optional[str] = typer.Option(None, "--ssh-config", help="ssh config file (default ~/.ssh/config)."),
     known_hosts: Optional[str] = typer.Option(None, "--known-hosts", help="known_hosts file (default from the config)."),
+    fingerprint: Optional[str] = typer.Option(None, "--fingerprint", metavar="SHA256:…",
+                                              help="Trust the key only if it has this fingerprint (no question asked)."),
 ) -> None:
-    """Fetch HOST's key and add it to known_hosts (a changed key is refused)."""
+    """Show HOST's key fingerprint and add it to known_hosts once you confirm it (or it matches
+    --fingerprint); a changed key is refused."""
     import asyncio
 
     from .remote.hostkeys import trust as trust_host
 
-    typer.echo(asyncio.run(trust_host(host, ssh_config=ssh_config, known_hosts=known_hosts)))
+    def confirm(line: str) -> bool:
+        if not sys.stdin.isatty():
+            return False
+        sys.stderr.write(f"{line}\ntrust it? [y/N] ")
+        sys.stderr.flush()
+        return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+    typer.echo(asyncio.run(trust_host(host, ssh_config=ssh_config, known_hosts=known_hosts,
+                                      fingerprint_given=fingerprint, confirm=confirm)))
 
 
 @app.command()
@@ -177,6 +189,22 @@ def main() -> None:
         if e.format_message():  # an empty one: the help was shown for a command given no arguments
             sys.stderr.write(f"error: {e.format_message()}{where}\n")
         raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except Exception as e:  # a bug: one line here, the traceback in a file
+        sys.stderr.write(f"error: internal error ({type(e).__name__}: {' '.join(str(e).split())[:300]}); "
+                         f"the traceback is in {_save_traceback()} — please report it\n")
+        raise SystemExit(1) from None
+
+
+def _save_traceback() -> str:
+    import tempfile
+    import traceback
+
+    fd, path = tempfile.mkstemp(prefix="harness-error-", suffix=".txt")
+    with os.fdopen(fd, "w") as fh:
+        traceback.print_exc(file=fh)
+    return path
 
 
 if __name__ == "__main__":

@@ -4,21 +4,22 @@ harness.demo) and shows the result; registered on harness.cli's app."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sys
 import tempfile
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
 from .cli import app
 from .errors import BadInput
 from .session.reports import with_ledger, write_session_reports
 from .session.store import find_session, new_session
 from .spec import dump_spec, load_spec
-from .ui import SessionView
+from .ui import SessionView, cli_console
 
-console = Console(highlight=False)
+console = cli_console()
 
 
 def _finish(ses) -> None:
@@ -54,7 +55,7 @@ def run_session_fg(directory: Path, offline: bool, spec=None) -> None:
     """Run (or resume) a session in this process, holding its lock, with the live view."""
     import os
 
-    from .session.detach import mark_holder, take_lock
+    from .session.detach import install_stop, mark_holder, take_lock
     from .session.runner import run_spec
 
     spec = spec or load_spec(directory / "spec.yaml")
@@ -62,7 +63,13 @@ def run_session_fg(directory: Path, offline: bool, spec=None) -> None:
     mark_holder(fd, os.getpid())
     try:
         with SessionView(console, spec.budgets) as view:
-            ses = asyncio.run(run_spec(spec, directory, offline=offline, ui=view))
+            ses = asyncio.run(run_spec(spec, directory, offline=offline, ui=view,
+                                       on_session=lambda s: install_stop(s, directory, foreground=True)))
+    except BaseException:  # the session ended on an error (journaled): its report still gets written
+        if (directory / "journal.jsonl").stat().st_size:
+            with contextlib.suppress(Exception):
+                write_session_reports(directory)
+        raise
     finally:
         os.close(fd)
     _finish(ses)
@@ -99,7 +106,7 @@ def demo(
 def diff(session: Optional[str] = typer.Argument(None, help="Session id (default: the latest).")) -> None:
     """The cumulative change a session made to the workdir (first attempt -> latest)."""
     text = asyncio.run(with_ledger(find_session(session), lambda led: led.diff()))
-    console.print(text or "(no change)", markup=False, highlight=False, end="" if text else "\n")
+    sys.stdout.write(text or "(no change)\n")  # as git wrote it: `harness diff > x.patch; git apply x.patch`
 
 
 @app.command()
@@ -110,6 +117,8 @@ def undo(
     """Restore the workdir to what an attempt ran with."""
     if to < 1:
         raise BadInput("--to takes an attempt number, 1 or more")
-    changed = asyncio.run(with_ledger(find_session(session), lambda led: led.restore(to)))
+    from .session.status import is_default_target
+
+    changed = asyncio.run(with_ledger(find_session(session, is_default_target), lambda led: led.restore(to)))
     console.print(f"restored the workdir to attempt {to}: {len(changed)} file(s) changed"
                   + "".join(f"\n  {p}" for p in changed))

@@ -15,15 +15,14 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
 from .cli import app
 from .replay.run import Outcome, replay_fixture
 from .session.store import session_or_directory
-from .ui import event_line
+from .ui import cli_console, event_line
 
-console = Console(highlight=False)
+console = cli_console()
 
 
 class Stepper:

@@ -14,20 +14,24 @@ from .cli import app
 from .errors import BadInput
 from .session.detach import LOG, holder, request_stop, start_background
 from .session.journal import Journal
-from .session.status import phone_lines, sessions_table, status
+from .session.status import is_default_target, phone_lines, sessions_table, status
 from .session.store import find_session, sessions_dir
+from .ui import cli_console
 
-console = Console(highlight=False)
+console = cli_console()
 
 
 def _unfinished_or_named(name: str | None) -> Path:
-    """The named session, else the latest one that has not ended (else the latest)."""
+    """The named session, else the most recently active one that has not ended (else the most
+    recently active one); never one that failed to start."""
     if name:
         return find_session(name)
-    root = sessions_dir()
-    open_ones = [p.parent for p in sorted(root.glob("*/journal.jsonl"))
-                 if not any(e["type"] == "end" for e in Journal.read(p)[-1:])] if root.is_dir() else []
-    return open_ones[-1] if open_ones else find_session(None)
+    def unfinished(d: Path) -> bool:
+        return is_default_target(d) and not any(e["type"] == "end" for e in Journal.read(d / "journal.jsonl")[-1:])
+    try:
+        return find_session(None, unfinished)
+    except BadInput:
+        return find_session(None, is_default_target)
 
 
 @app.command("continue")
@@ -61,7 +65,7 @@ def status_(
     as_json: bool = typer.Option(False, "--json", help="One JSON object."),
 ) -> None:
     """Where a session stands, in lines that fit a 40-column phone screen."""
-    s = status(find_session(session))
+    s = status(find_session(session, is_default_target))
     typer.echo(json.dumps(s) if as_json else "\n".join(phone_lines(s)))
 
 
@@ -142,26 +146,17 @@ def attach(session: Optional[str] = typer.Argument(None, help="Session id (defau
         time.sleep(0.5)
 
 
-PHONE_ALLOWED = ("continue", "status", "stop", "report", "logs", "sessions")
-
-
 @app.command("phone")
 def phone() -> None:
-    """The forced command of a phone's key: runs only continue, status, stop, report, logs, sessions."""
+    """The forced command of a phone's key: continue, status, stop, report, logs, sessions only,
+    with their own flags and a session id (nothing that names a file)."""
     import os
-    import shlex
     import sys
 
-    try:
-        args = shlex.split(os.environ.get("SSH_ORIGINAL_COMMAND", "") or "status")
-    except ValueError as e:
-        raise BadInput(f"cannot read the command ({e}); allowed: {', '.join(PHONE_ALLOWED)}") from None
-    if args and args[0] == "harness":
-        args = args[1:]
-    if not args or args[0] not in PHONE_ALLOWED:
-        raise BadInput(f"not allowed: {args[0] if args else '(nothing)'}; allowed: {', '.join(PHONE_ALLOWED)}")
-    if args[0] == "continue" and "--fg" in args:
-        raise BadInput("continue --fg is not for the phone: plain `continue` runs in the background")
+    from .session.phone import load_env, phone_args
+
+    args = phone_args(os.environ.get("SSH_ORIGINAL_COMMAND", ""))
+    load_env()  # the model's key for `continue`, from ~/.config/harness/env (0600)
     os.execv(sys.argv[0], [sys.argv[0], *args])
 
 

@@ -6,8 +6,13 @@ message is one line saying what is wrong and what to do; the CLI prints it and e
     ├── PlaybookError     a playbook file is invalid (names the file, the line and the field)
     │   └── SpecError     a run spec (harness.yaml) is invalid (the same)
     ├── TransportError    the host cannot be reached or used (connection, auth, SFTP)
-    │   └── HostKeyError  an unknown host key (with its fingerprint and `harness trust HOST`)
-    │                     or a changed one (always refused)
+    │   ├── HostKeyError  an unknown host key (with its fingerprint and `harness trust HOST`)
+    │   │                 or a changed one (always refused)
+    │   ├── ConnectionLost   the connection could not be made or dropped (refused, timed out,
+    │   │                 reset, an sshd restart): weather — the session's reconnecting layer
+    │   │                 (harness.remote.reconnect) retries it
+    │   └── HostUnreachable  still no connection after the grace (`connection.grace`): the
+    │                     session ends as `unreachable`
     ├── CommandFailed     a command run with check=True failed (command, status, last lines)
     │   └── CommandTimeout   it ran out of time; the partial output is kept
     ├── RunActive         a run is still alive in the workdir (harness.remote.launch)
@@ -45,6 +50,15 @@ class TransportError(HarnessError):
 
 class HostKeyError(TransportError):
     """The host's key is unknown (trust it with `harness trust HOST`) or has changed (refused)."""
+
+
+class ConnectionLost(TransportError):
+    """The connection could not be made or was lost: refused, timed out, reset, closed by an sshd
+    restart. Weather, not a verdict on the host: retried through a reconnect."""
+
+
+class HostUnreachable(TransportError):
+    """The host stayed unreachable past the session's grace; the session ends as `unreachable`."""
 
 
 class CommandFailed(HarnessError):

@@ -7,7 +7,9 @@ same decisions, and hours of a night replay in seconds.
 
 One JSON object per line: `n` (1, 2, …), `k` (the kind) and its fields —
 
-    start      one per controller process: format, offline, model, journal_seq (events before it)
+    start      one per controller process: format, offline, model, journal_seq (events before it),
+               process (the token naming its op directories and claims on the host)
+    connect    a reconnection after a dropped connection (its error, if it failed)
     run        cmd (or same_cmd: the entry with the same command), cwd, env, timeout,
                result{returncode, stdout, stderr, timed_out; command when it is not cmd}
     read       path, offset, size, data (base64)          write  path, mode, data (base64)
@@ -37,7 +39,7 @@ from pathlib import Path
 from .remote.transport import CommandResult, FileStat, checked
 from .session.journal import Journal
 
-FORMAT = 2
+FORMAT = 3
 
 
 class Recorder:
@@ -123,6 +125,15 @@ class RecordingTransport:
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+def recording_opener(connect, recorder: Recorder):
+    """`reopen()` for the reconnecting layer: `connect()` again, recorded as a `connect` entry,
+    and the new connection recorded like the first."""
+    async def reopen():
+        inner = await _recorded(recorder, "connect", {}, connect())
+        return RecordingTransport(inner, recorder)
+    return reopen
 
 
 class RecordingModel:

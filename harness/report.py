@@ -56,7 +56,7 @@ def build(events: list[dict], diff: str | None = None, *, diff_error: str | None
     status = "passed" if ended and ended["reason"] == "passed" else ("not_passed" if ended else "running")
     files, source = (changed_files(diff), "diff") if diff is not None else (_journal_files(events), "journal")
     files = [_line(f, 300) for f in files]
-    people = [_line(_event_line(e)[1]) for e in events if _by_a_person(e)]
+    people = [_line(x) for e in events for x in _interventions(e)]
     t0 = next((e["t"] for e in events if e["type"] == "session"), events[0]["t"] if events else 0.0)
     facts = [(k, _line(v, 600)) for k, v in _facts(st, t0, ended, files, source, diff, people)]
     lead, rest = (_line(x, 300) for x in _headline(st, ended, status))
@@ -85,12 +85,16 @@ def markdown(events: list[dict], diff: str | None = None, *, diff_error: str | N
 
 
 # ---------------------------------------------------------------------- the facts
-def _by_a_person(e: dict) -> bool:
-    """`harness continue`, or a stop somebody asked for (Ctrl-C, `harness stop`); a `stopped` end
-    with no detail or one starting with "error" is the controller failing (as harness.notify reads it)."""
+def _interventions(e: dict) -> list[str]:
+    """What a person had to do about this event: `harness continue` (after a controller crash,
+    the crash too), or a stop somebody asked for (Ctrl-C, `harness stop`); a `stopped` end with no
+    detail or one starting with "error" is the controller failing (as harness.notify reads it)."""
     detail = str(e.get("detail") or "")
-    return e["type"] == "continue" or (e["type"] == "end" and e.get("reason") == "stopped" and bool(detail)
-                                       and not detail.lower().startswith("error"))
+    if e["type"] == "continue":
+        return ["the controller died without an end (crash)", "continue"] if e.get("crashed") else [_event_line(e)[1]]
+    if e["type"] == "end" and e.get("reason") == "stopped" and detail and not detail.lower().startswith("error"):
+        return [_event_line(e)[1]]
+    return []
 
 
 def _headline(st, ended: dict | None, status: str) -> tuple[str, str]:
@@ -130,7 +134,7 @@ def _facts(st, t0, ended, files, source, diff, people) -> list[tuple[str, str]]:
 
 def _row(a, events: list[dict], ended: dict | None) -> Row:
     v = a.verdict or {}
-    top = v.get("last_stage_passed", a.reached)
+    top = a.reached  # below the failed stage: a wrong_result at actor_update passed 6 of 7, not 7
     saw = f"passed {top}/{len(STAGES)}" + (f" ({STAGES[top - 1]})" if top else "")
     root = _line((v.get("root") or {}).get("text") or "", 300)
     marks = "".join("✗" if s == v.get("failed_stage") else ("✓" if s <= top else "·")
@@ -156,7 +160,8 @@ def _changes(n: int, events: list[dict]) -> list[str]:
             done = e.get("applied") or " already " in f" {e.get('description')} "
             out.append(("" if done else "not applied: ") + e.get("description", e.get("signature", "")))
         elif e["type"] == "cleanup":
-            out.append("cleanup and retry" + (": " + "; ".join(e["commands"]) if e.get("commands") else ""))
+            out.append("cleanup and retry" + (": " + "; ".join(e["commands"]) if e.get("commands") else "")
+                       + (f" ({e['detail']})" if e.get("detail") else ""))
         elif e["type"] == "tool" and not e.get("refused"):
             out += [f"edited {f}" for f in _edited(e)]
             if e.get("end") in ("relaunch", "give_up"):
@@ -182,21 +187,32 @@ def _event_line(e: dict) -> tuple[str, str | None]:
         return kind, f"attempt {n} launched (run {e.get('run_id', '?')})"
     if kind == "verdict":
         root = (e.get("root") or {}).get("text")
-        return kind, f"attempt {n}: {_where(e)}, passed {e['last_stage_passed']}/{len(STAGES)}" \
+        passed = min(e["last_stage_passed"], e["failed_stage"] - 1) if e.get("failed_stage") else e["last_stage_passed"]
+        return kind, f"attempt {n}: {_where(e)}, passed {passed}/{len(STAGES)}" \
             + (f" — {root}" if root else "")
     if kind == "fix":
         return kind, ("declared fix: " if e.get("applied") else "declared fix not applied: ") + e.get("description", "")
     if kind == "cleanup":
-        return kind, f"cleanup ({'ok' if e.get('ok') else 'failed'}): " + "; ".join(e.get("commands", []))
+        return kind, f"cleanup ({'ok' if e.get('ok') else 'failed'}): " + "; ".join(e.get("commands", [])) \
+            + (f" — {e['detail']}" if e.get("detail") else "")
     if kind == "tool" and e.get("end") in ("relaunch", "give_up") and not e.get("refused"):
         return e["end"], f"agent: {e.get('summary', '')}"
     if kind == "end":
         return kind, f"session ended: {e.get('reason')}" + (f" — {e['detail']}" if e.get("detail") else "")
     if kind == "note":
         return kind, e.get("text", "")
+    if kind == "continue" and e.get("crashed"):
+        return kind, "the controller had died without an end (killed?); resumed from the journal"
     if kind == "continue":
-        return kind, f"resumed by a person after {e.get('prior', 'the end')}" + \
+        return kind, f"resumed by a person after {e.get('prior') or 'the end'}" + \
             (", with a fresh budget" if e.get("fresh_budget") else "")
+    if kind == "unreachable":
+        return kind, f"lost the host: {e.get('error', '')}; waiting for it"
+    if kind == "reachable":
+        return kind, f"the host is back after {duration(e.get('after', 0))}"
+    if kind == "start_failed":
+        return kind, f"a controller could not start: {e.get('error', '')}"
+
     if kind in ("session", "stage", "stopped", "model", "tool"):
         return kind, None
     return kind, _text(e)  # a type this report does not know: its own words

@@ -201,6 +201,13 @@ class LedgerSpec(_Model):
                                     description="more paths or globs the attempt ledger (shadow git) ignores")
 
 
+class Connection(_Model):
+    keepalive: Duration = Field(15, description="seconds between SSH keepalives on an idle connection (a NAT "
+                                "must not drop it during a silent compilation); 3 unanswered: the link is dead")
+    grace: Duration = Field(1800, description="how long the host may stay unreachable before the session ends "
+                            "as `unreachable` (the run on the host is left as it is)")
+
+
 class RunSpec(_Model):
     host: str = Field(..., min_length=1, description="an ~/.ssh/config alias or a host name")
     user: str | None = Field(None, examples=["me"], description="login user; none: the ssh config's, else yours")
@@ -213,6 +220,7 @@ class RunSpec(_Model):
     ssh_config: str | None = Field(None, examples=["~/.ssh/config"], description="ssh config file; none: ~/.ssh/config")
     known_hosts: str | None = Field(None, examples=["~/.ssh/known_hosts"],
                                     description="known_hosts file; none: the ssh config's or the default")
+    connection: Connection = Field(default_factory=Connection, description="keeping the link to the host")
     workdir: str = Field(..., min_length=1, description="absolute path of the code on the host")
     launch: Launch = Field(..., description="how the run starts")
     cleanup: list[str] = Field(default_factory=list, examples=[["ray stop --force"]],
@@ -249,7 +257,8 @@ class RunSpec(_Model):
 
     def host_spec(self) -> HostSpec:
         return HostSpec(host=self.host, user=self.user, port=self.port, key=self.key, transport=self.transport,
-                        ssh_config=self.ssh_config, known_hosts=self.known_hosts)
+                        ssh_config=self.ssh_config, known_hosts=self.known_hosts,
+                        keepalive=self.connection.keepalive)
 
 
 def load_spec(path: Path, overrides: Sequence[str] = ()) -> RunSpec:

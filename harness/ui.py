@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from rich.console import Console
 from rich.text import Text
 
@@ -11,6 +13,12 @@ _STYLE = {"passed": ("✓", "green"), "implied": ("✓", "dim green"), "failed":
           "not_reached": ("·", "dim")}
 _OUTCOME = {"pass": "bold green", "crash": "bold red", "hang": "bold yellow", "wrong_result": "bold magenta",
             "running": "cyan", "unknown": "dim"}
+
+
+def cli_console() -> Console:
+    """The CLI's console: on a terminal rich's own; piped or redirected, lines are never wrapped at
+    80 columns (a file or `grep` gets each line whole)."""
+    return Console(highlight=False, soft_wrap=not sys.stdout.isatty())
 
 
 def chain_bar(verdict: dict) -> Text:
@@ -77,7 +85,12 @@ def event_line(ev: dict) -> Text | None:
         state = "fix" if ev["applied"] else "fix not applied"
         return Text(f"  {state} ({ev['signature']}): {ev['description']}", style="cyan" if ev["applied"] else "yellow")
     if k == "cleanup":
-        return Text(f"  infra failure: cleanup {'; '.join(ev['commands']) or '(none)'} and retry", style="cyan")
+        return Text(f"  infra failure: cleanup {'; '.join(ev['commands']) or '(none)'} and retry"
+                    + (f" — {ev['detail']}" if ev.get("detail") else ""), style="cyan" if ev.get("ok") else "yellow")
+    if k == "unreachable":
+        return Text(f"  host unreachable: {ev['error']}; waiting for it", style="yellow")
+    if k == "reachable":
+        return Text(f"  host back after {ev['after']:.0f}s", style="cyan")
     if k == "model":
         return Text(f"  model step {ev['step']}: {ev['prompt_tokens']}+{ev['completion_tokens']} tokens"
                     + (f", ${ev['cost']:.4f}" if ev["cost"] else "") + (f", {ev['retries']} retries" if ev["retries"] else ""),
@@ -126,7 +139,10 @@ class SessionView:
         st = self.state
         a = st.attempts[-1] if st and st.attempts else None
         text = Text("attempt ", style="dim").append(str(a.n if a else 0), style="bold").append("  ")
-        text.append_text(chain_marks(a.stages if a else []))
+        if a and a.verdict:  # the verdict decides what passed (a NaN update is not a passed actor_update)
+            text.append_text(chain_marks(list(range(1, a.reached + 1)), a.verdict.get("failed_stage")))
+        else:
+            text.append_text(chain_marks(a.stages if a else []))
         text.append(f"  {self.doing}\n", style="cyan")
         if st and self.budgets:
             b = self.budgets

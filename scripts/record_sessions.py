@@ -9,7 +9,8 @@ OpenAI-compatible HTTP server, recorded as every session is, then exported with 
 
     all-faults   all ten faults to a green chain (the demo's story; the model's first answer a 429)
     budget       all ten faults with budgets.relaunches=3: the budget runs out
-    stuck        fault 04 with a model that looks but changes nothing: stuck after 3 attempts
+    stuck        fault 04 with a model that looks but changes nothing: told its relaunch would change
+                 nothing, it asks again — stuck after one attempt
 
 Everything lives under /tmp/harness-fixtures/NAME (a fixed path: the workdir is in the recorded
 commands, so a re-recording differs only where the runs did). Review the fixtures' diffs: a
@@ -42,7 +43,9 @@ LOOK_ONLY = [{"when": ".", "replies": [
     {"content": "Looking at how the server builds its speculative config.",
      "calls": [{"tool": "bash", "args": {"command": "grep -n speculative minichain/server.py | head -5"}}]},
     {"content": "Nothing wrong that I can see; it may have been transient.",
-     "calls": [{"tool": "relaunch", "args": {"summary": "retry unchanged"}}]}]}]
+     "calls": [{"tool": "relaunch", "args": {"summary": "retry unchanged"}}]},
+    {"content": "Still think it was transient.",
+     "calls": [{"tool": "relaunch", "args": {"summary": "retry unchanged, really"}}]}]}]
 SESSIONS = {
     "all-faults": {"faults": ALL, "rules": SCRIPT, "budgets": {}, "fail": [(429, 0.05)]},
     "budget": {"faults": ALL, "rules": SCRIPT, "budgets": {"relaunches": 3}, "fail": []},

@@ -57,10 +57,15 @@ def events(ses: Session, kind: str) -> list[dict]:
     return [e for e in Journal.read(ses.dir / "journal.jsonl") if e["type"] == kind]
 
 
-# a model that looks around, then relaunches without changing anything
+# a model that looks around, changes something that does not matter, and relaunches
 LOOK_AND_RELAUNCH = [{"when": "No valid rounds", "replies": [
-    {"calls": [{"tool": "bash", "args": {"command": "ls"}}]},
+    {"calls": [{"tool": "bash", "args": {"command": "ls; echo 'tried again' >> notes.txt"}}]},
     {"calls": [{"tool": "relaunch", "args": {"summary": "try again"}}]}]}]
+# a model whose edit fails, and that relaunches all the same
+EDIT_FAILS = [{"when": "No valid rounds", "replies": [
+    {"calls": [{"tool": "edit", "args": {"path": "run.sh", "old": "no such text", "new": "x"}}]},
+    {"calls": [{"tool": "relaunch", "args": {"summary": "fixed it"}}]},
+    {"calls": [{"tool": "relaunch", "args": {"summary": "fixed it, really"}}]}]}]
 
 
 @pytest.mark.parametrize("budget,spec_over,prices", [
@@ -98,6 +103,18 @@ def test_the_same_failure_k_times_is_stuck(tmp_path):
     fps = [e["fingerprint"] for e in events(ses, "verdict")]
     assert len(fps) == 3 and len(set(fps)) == 1
     assert "3 attempts in a row" in events(ses, "end")[0]["detail"]
+
+
+def test_a_relaunch_that_changes_nothing_is_refused_then_ends_stuck(tmp_path):
+    """The agent's edit failed: its relaunch would run the same code again. It is told so (no
+    relaunch); asking again ends the session as stuck after one attempt, not K."""
+    ses = session(tmp_path, spec_for(failing_workdir(tmp_path)), ScriptedModel(EDIT_FAILS))
+    assert asyncio.run(ses.run()) == "stuck"
+    assert len(events(ses, "launch")) == 1
+    tools = events(ses, "tool")
+    assert [t["end"] for t in tools] == [None, None]  # neither relaunch was taken as one
+    assert "not relaunched: nothing in the workdir differs" in tools[1]["output"]
+    assert "asked twice to relaunch attempt 1 without changing anything" in events(ses, "end")[0]["detail"]
 
 
 def test_refused_tool_calls_are_journaled_and_answered(tmp_path):

@@ -26,7 +26,7 @@ def test_a_session_records_its_commands_reads_and_model_calls(tmp_path):
     assert ses.state.ended["reason"] == "gave_up"
     rec = read_recording(d / "recording.jsonl")
     assert [e["n"] for e in rec] == list(range(1, len(rec) + 1))
-    assert rec[0]["k"] == "start" and rec[0]["journal_seq"] == 0 and rec[0]["model"] == "scripted"
+    assert rec[0]["k"] == "start" and rec[0]["journal_seq"] == 0 and rec[0]["model"] == "scripted" and rec[0]["process"]
     calls = [e for e in rec if "t0" in e]
     assert all(e["t0"] <= e["t1"] for e in calls) and all(a["t0"] <= b["t0"] for a, b in zip(calls, calls[1:]))
     kinds = {e["k"] for e in rec}
@@ -38,7 +38,7 @@ def test_a_session_records_its_commands_reads_and_model_calls(tmp_path):
     again = [e for e in raw if "same_cmd" in e]
     assert again and all("cmd" not in e and raw[e["same_cmd"] - 1]["cmd"] == rec[e["n"] - 1]["cmd"] for e in again)
     assert all("command" not in e["result"] for e in rec if e["k"] == "run")  # it is `cmd`
-    bash = [e for e in rec if e["k"] == "run" and e["cmd"] == "echo looked at it"]
+    bash = [e for e in rec if e["k"] == "run" and "C='echo looked at it'" in e["cmd"]]  # sent guarded (once.py)
     assert len(bash) == 1 and bash[0]["result"]["stdout"] == "looked at it\n" and bash[0]["result"]["returncode"] == 0
     log = b"".join(base64.b64decode(e["data"]) for e in rec if e["k"] == "read" and e["path"].endswith("/run.log"))
     assert b"ValueError: No valid rounds" in log  # the run's log bytes as they arrived

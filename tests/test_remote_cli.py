@@ -1,6 +1,7 @@
 """`harness doctor`, `harness trust` and `harness bench remote` through the real sshd lab."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -50,8 +51,29 @@ def test_unknown_host_then_trust_then_doctor(ssh_lab, tmp_path):
     r = harness("doctor", spec)
     assert r.returncode == 1 and "✗ ssh:" in r.stdout and "harness trust" in r.stdout and "SHA256:" in r.stdout
     r = harness("trust", "box", "--ssh-config", ssh_lab.ssh_config, "--known-hosts", empty)
-    assert r.returncode == 0 and "trusted box" in r.stdout, r.stderr
+    fp = r.stderr.split("--fingerprint ", 1)[-1].split("`", 1)[0]
+    assert r.returncode == 2 and fp.startswith("SHA256:") and "nothing trusted" in r.stderr, r.stderr
+    assert empty.read_text() == ""  # no terminal to ask on and no --fingerprint: nothing written
+    r = harness("trust", "box", "--ssh-config", ssh_lab.ssh_config, "--known-hosts", empty, "--fingerprint", fp)
+    assert r.returncode == 0 and "trusted box" in r.stdout and fp in r.stdout, r.stderr
     assert harness("doctor", spec).returncode == 0
+
+
+def test_trust_asks_on_a_terminal(ssh_lab, tmp_path):
+    """On a terminal `trust` shows the fingerprint and asks; `n` writes nothing, `y` trusts."""
+    import pty
+
+    known = tmp_path / "known_hosts"
+    for answer, code in ((b"n\n", 2), (b"y\n", 0)):
+        main, sub = pty.openpty()
+        p = subprocess.Popen([sys.executable, "-m", "harness.cli", "trust", "box", "--ssh-config", str(ssh_lab.ssh_config), "--known-hosts",
+                              str(known)], stdin=sub, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+        os.close(sub)
+        os.write(main, answer)  # typed ahead: the terminal keeps it until the question reads it
+        out, err = p.communicate(timeout=60)
+        os.close(main)
+        assert p.returncode == code and b"trust it? [y/N]" in err and b"SHA256:" in err, (out, err)
+    assert known.read_text() == ssh_lab.servers["box"].known_hosts_line() + "\n"
 
 
 def test_bench_remote_prints_the_documented_json(ssh_lab):

@@ -153,7 +153,7 @@ def test_step_shows_the_session_event_by_event_at_its_recorded_time(tmp_path):
     lines = r.stdout.splitlines()
     assert re.fullmatch(r"\+ +\d+\.\ds attempt 1: launched run stuck-1 \(pid \d+\)", lines[0]), lines[0]
     times = [float(ln.split("s ", 1)[0][1:]) for ln in lines if ln.startswith("+")]
-    assert times == sorted(times) and times[-1] > 3  # the session's own seconds, not the replay's
+    assert times == sorted(times) and times[-1] > 1  # the session's own seconds, not the replay's
     assert any("grep -n speculative minichain/server.py" in ln for ln in lines)  # the agent's call…
     assert any(ln.startswith(" " * 14) and "def build_speculative_config" in ln for ln in lines)  # …and what it saw
     assert "session ended: stuck" in r.stdout
@@ -190,7 +190,7 @@ def test_changing_the_controller_makes_the_replay_fail_with_a_clear_diff(tmp_pat
     pkg = tmp_path / "changed"
     shutil.copytree(Path(__file__).resolve().parent.parent / "harness", pkg / "harness",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    ctl = pkg / "harness" / "session" / "controller.py"
+    ctl = pkg / "harness" / "session" / "respond.py"
     old = 'if fix and fix["kind"] != "cleanup_retry" and key not in st.fixes_tried:'
     assert old in ctl.read_text()
     ctl.write_text(ctl.read_text().replace(old, "if False:  # changed: the agent before the declared fix"))

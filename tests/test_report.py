@@ -141,7 +141,8 @@ def test_the_report_command(lab):
     md, page = lab.root / "r.md", lab.root / "r.html"
     r = harness("report", "a-stuck", "--md", str(md), "--html", str(page), home=lab.home)
     assert r.returncode == 0 and r.stdout == f"wrote {md}\nwrote {page}\n", r.stdout + r.stderr
-    assert md.read_text() == markdown(journal(lab.stuck), "")
+    stuck_diff = asyncio.run(Ledger(LocalTransport(), str(lab.root / "work"), "a-stuck").diff())
+    assert "+tried again" in stuck_diff and md.read_text() == markdown(journal(lab.stuck), stuck_diff)
     assert page.read_text().startswith("<!DOCTYPE html>") and "chain not passed (stuck)" in page.read_text()
     bad = harness("report", "a-stuck", "--md", str(lab.root / "no" / "dir.md"), home=lab.home)
     assert bad.returncode == 2 and bad.stderr.startswith("error: cannot write") and len(bad.stderr.splitlines()) == 1

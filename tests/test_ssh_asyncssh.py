@@ -8,11 +8,12 @@ import asyncio
 import base64
 import shlex
 import socket
+import subprocess
 
 import pytest
 from sshd import free_port, keygen
 
-from harness.errors import CommandTimeout, HostKeyError, TransportError
+from harness.errors import BadInput, CommandTimeout, HostKeyError, TransportError
 from harness.remote import procs
 from harness.remote.hostkeys import fingerprint, trust
 from harness.remote.ssh import AsyncSSHTransport
@@ -77,14 +78,28 @@ def test_changed_host_key_is_refused(ssh_lab, tmp_path):
     assert host_fp(ssh_lab) in msg and "harness trust" not in msg
     before = known.read_text()
     with pytest.raises(HostKeyError, match="CHANGED"):  # trust never replaces a key
-        asyncio.run(trust(spec(ssh_lab, known_hosts=known)))
+        asyncio.run(trust(spec(ssh_lab, known_hosts=known), fingerprint_given=host_fp(ssh_lab)))
     assert known.read_text() == before
+    # the message's own removal command works as written; then the new key can be trusted
+    remove = msg.split("remove the old line with `", 1)[1].split("`", 1)[0]
+    subprocess.run(remove, shell=True, check=True, capture_output=True)
+    assert "trusted box" in asyncio.run(trust(spec(ssh_lab, known_hosts=known), fingerprint_given=host_fp(ssh_lab)))
 
 
 def test_trust_adds_the_key_then_connecting_works(ssh_lab, tmp_path):
     known = tmp_path / "sub" / "known_hosts"  # created, with its directory
     s = spec(ssh_lab, known_hosts=known)
-    said = asyncio.run(trust(s))
+    with pytest.raises(BadInput) as e:  # nobody vouched for the key: it is shown, nothing is written
+        asyncio.run(trust(s))
+    assert host_fp(ssh_lab) in str(e.value) and f"--fingerprint {host_fp(ssh_lab)}" in str(e.value)
+    assert not known.exists()
+    with pytest.raises(HostKeyError, match="not the SHA256:AAAA you gave"):
+        asyncio.run(trust(s, fingerprint_given="SHA256:AAAA"))
+    shown = []
+    with pytest.raises(BadInput):
+        asyncio.run(trust(s, confirm=lambda line: shown.append(line) or False))  # answered no
+    assert shown and host_fp(ssh_lab) in shown[0]
+    said = asyncio.run(trust(s, confirm=lambda line: True))
     assert said.startswith("trusted box") and host_fp(ssh_lab) in said
     assert known.read_text() == ssh_lab.servers["box"].known_hosts_line() + "\n"
     assert session(s, lambda t: t.run("echo hi")).stdout == "hi\n"
@@ -96,7 +111,7 @@ def test_trust_through_proxyjump(ssh_lab, tmp_path):
     known = tmp_path / "known_hosts"
     known.write_text(ssh_lab.servers["jump"].known_hosts_line() + "\n")
     s = spec(ssh_lab, "inner", known_hosts=known)
-    assert asyncio.run(trust(s)).startswith("trusted inner")
+    assert asyncio.run(trust(s, fingerprint_given=host_fp(ssh_lab))).startswith("trusted inner")
     assert session(s, lambda t: t.run("echo in")).stdout == "in\n"
 
 

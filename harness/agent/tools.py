@@ -116,8 +116,11 @@ def _nearest(text: str, old: str) -> tuple[int, int, float]:
 
 class Tools:
     def __init__(self, transport, policy: Policy, *, run_id: str | None = None, timeout: float = 120.0,
-                 max_output: int = 8000):
+                 max_output: int = 8000, once=None):
+        """`once(cmd)` (once.Ops) guards the agent's commands: a command whose connection dropped is
+        sent again and attaches to its first run, never running twice."""
         self.transport, self.policy, self.run_id = transport, policy, run_id
+        self.once = once or (lambda cmd: cmd)
         self.timeout, self.max_output = timeout, max_output
 
     async def call(self, name: str, arguments: dict) -> ToolResult:
@@ -153,7 +156,7 @@ class Tools:
         if why:
             return self._out(why, refused=True)
         limit = min(timeout or self.timeout, self.timeout)
-        r = await self.transport.run(command, cwd=self.policy.workdir, timeout=limit)
+        r = await self.transport.run(self.once(command), cwd=self.policy.workdir, timeout=limit)
         head = (f"timed out after {limit:g} s and was killed; the harness waits for runs, not bash. "
                 "Output until then:") if r.timed_out else f"exit status {r.returncode}"
         parts = [head, r.stdout.rstrip("\n"), "[stderr]\n" + r.stderr.rstrip("\n") if r.stderr.strip() else ""]

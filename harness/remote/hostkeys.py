@@ -15,6 +15,7 @@ import base64
 import contextlib
 import hashlib
 import os
+import shlex
 from pathlib import Path
 
 from ..errors import HostKeyError, TransportError
@@ -81,9 +82,10 @@ def host_key_error(status: str, spec: HostSpec, alias: str, host: str, port: int
                             f"if that fingerprint is right, run: {trust_command(spec, alias)}")
     if status == REVOKED:
         return HostKeyError(f"host key for {where} is REVOKED in {known_hosts}: {fp}; refused")
+    remove = f"ssh-keygen -R {shlex.quote(host_pattern(host, port))} -f {shlex.quote(str(known_hosts))}"
     return HostKeyError(f"host key for {where} has CHANGED: it now offers {fp}, which does not match "
                         f"{known_hosts}; refused (possible man-in-the-middle) — if the host was "
-                        f"reinstalled, remove its old line from {known_hosts} after checking")
+                        f"reinstalled and you checked the new key, remove the old line with `{remove}`")
 
 
 def append_known_host(path: str | os.PathLike, host: str, port: int, key_type: str, blob: bytes) -> str:
@@ -157,10 +159,13 @@ async def diagnose(e: Exception, spec: HostSpec, t, tunnel) -> TransportError:
     return connect_error(e, t)
 
 
-async def trust(host: str | HostSpec, *, ssh_config: str | None = None,
-                known_hosts: str | None = None) -> str:
-    """Fetch `host`'s key (through its ProxyJump hosts, which must be trusted already) and add
-    it to known_hosts. Returns what was done, one line. A CHANGED or REVOKED key raises HostKeyError."""
+async def trust(host: str | HostSpec, *, ssh_config: str | None = None, known_hosts: str | None = None,
+                fingerprint_given: str | None = None, confirm=None) -> str:
+    """Fetch `host`'s key (through its ProxyJump hosts, which must be trusted already) and add it
+    to known_hosts once it is vouched for: it matches `fingerprint_given` (`SHA256:…`), or
+    `confirm(line)` — shown the host and the fingerprint — says yes. Returns what was done, one
+    line. A CHANGED or REVOKED key raises HostKeyError; an unconfirmed one BadInput."""
+    from ..errors import BadInput
     from .ssh import resolve
 
     spec = host if isinstance(host, HostSpec) else HostSpec(host, ssh_config=ssh_config, known_hosts=known_hosts)
@@ -168,10 +173,21 @@ async def trust(host: str | HostSpec, *, ssh_config: str | None = None,
     key_type, blob, addr = await offered_key(spec, target)
     status = check(target.known_hosts, target.key_host, addr, target.port, key_type, blob)
     fp = f"{key_type} {fingerprint(blob)}"
+    where = f"{spec.host} ({target.host}:{target.port})"
     if status == KNOWN:
-        return f"{spec.host} ({target.host}:{target.port}) is already trusted: {fp}"
+        return f"{where} is already trusted: {fp}"
     if status != UNKNOWN:
         raise host_key_error(status, spec, spec.host, target.host, target.port, key_type, blob,
                              target.known_hosts)
+    if fingerprint_given is not None:
+        want = fingerprint_given.strip()
+        want = want if want.startswith("SHA256:") else "SHA256:" + want
+        if want.rstrip("=") != fingerprint(blob):
+            raise HostKeyError(f"{where} offers {fp}, not the {want} you gave; nothing trusted (check the "
+                               f"fingerprint on the host: ssh-keygen -lf /etc/ssh/ssh_host_{key_type.split('-')[-1]}_key.pub)")
+    elif confirm is None or not confirm(f"{where} offers {fp}"):
+        raise BadInput(f"{where} offers {fp}; nothing trusted — check that fingerprint on the host "
+                       f"(ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub), then run `harness trust {spec.host} "
+                       f"--fingerprint {fingerprint(blob)}`")
     append_known_host(target.known_hosts, target.key_host, target.port, key_type, blob)
-    return f"trusted {spec.host} ({target.host}:{target.port}) {fp}: added to {target.known_hosts}"
+    return f"trusted {where} {fp}: added to {target.known_hosts}"

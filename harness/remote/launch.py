@@ -75,21 +75,25 @@ alive() {
 '''
 
 # Refuse a second run beside a live one (they would fight over the accelerators), then claim
-# the run directory (mkdir fails when the id is taken). Prints the absolute workdir.
+# the run directory (mkdir fails when the id is taken) with the claimant's token. The same claim
+# sent again (its connection dropped) finds its own token: idempotent. Prints the absolute workdir.
 CLAIM = ALIVE + r'''
 cd "$WD" || exit 4
+R=.harness/runs/$ID
+if [ -n "$CLAIMANT" ] && [ "$(cat "$R/claim" 2>/dev/null)" = "$CLAIMANT" ]; then pwd -P; exit 0; fi
 for d in .harness/runs/*/; do
   d=${d%/}; alive "$d" && { echo "${d##*/} $(cat "$d/pid")"; exit 3; }
 done
-mkdir -p .harness/runs && mkdir -m 700 ".harness/runs/$ID" || exit 5
-printf '%s\n' "$LOG" > ".harness/runs/$ID/log_name" && pwd -P
+mkdir -p .harness/runs && mkdir -m 700 "$R" || exit 5
+printf '%s\n' "$LOG" > "$R/log_name" && printf '%s\n' "$CLAIMANT" > "$R/.claim" && mv -f "$R/.claim" "$R/claim" && pwd -P
 '''
 
 # Start the supervisor detached from this command's session and fds, then wait (bounded) for
 # the run to write its pid: one round trip, and launch returns as soon as the run exists.
+# `mkdir detached` makes it idempotent: sent again, it waits for the run the first one started.
 DETACH = r'''
 cd "$RD" || exit 4
-setsid nohup sh wrapper.sh </dev/null >>wrapper.log 2>&1 &
+if mkdir detached 2>/dev/null; then setsid nohup sh wrapper.sh </dev/null >>wrapper.log 2>&1 & fi
 i=0
 while [ ! -s pid ] && [ ! -e exit_code ] && [ $i -lt $TRIES ]; do sleep 0.01; i=$((i+1)); done
 [ -s pid ]
@@ -184,8 +188,12 @@ def _env_args(run_id: str, env: dict[str, str], unset: Sequence[str]) -> str:
 class Launcher:
     """Runs as detached process groups with a run dir, through one Transport."""
 
-    def __init__(self, transport: Transport, *, start_timeout: float = 30.0, timeout: float = 60.0):
+    def __init__(self, transport: Transport, *, start_timeout: float = 30.0, timeout: float = 60.0,
+                 once=None, token: str = ""):
+        """`once(cmd)` guards the cleanup commands (once.Ops); `token` marks this launcher's claims,
+        so a claim sent again after a dropped connection is recognised as its own."""
         self.t, self.start_timeout, self.timeout = transport, start_timeout, timeout
+        self.once, self.token = once or (lambda cmd: cmd), token
 
     async def _sh(self, script: str, timeout: float | None = None, **kv) -> CommandResult:
         return await self.t.run(shell_vars(**kv) + script, timeout=timeout or self.timeout)
@@ -214,7 +222,7 @@ class Launcher:
         return handle
 
     async def _claim(self, workdir: str, run_id: str, log_name: str) -> str:
-        r = await self._sh(CLAIM, WD=_rel(workdir), ID=run_id, LOG=log_name)
+        r = await self._sh(CLAIM, WD=_rel(workdir), ID=run_id, LOG=log_name, CLAIMANT=self.token)
         if r.returncode == 3:
             other, pid = r.stdout.split()[:2]
             raise RunActive(other, int(pid), workdir)
@@ -258,7 +266,7 @@ class Launcher:
         report = StopReport()
         await procs.terminate(self.t, handle.pgid, handle.run_id, grace, report)
         for cmd in cleanup:
-            report.cleanup.append(await self.t.run(cmd, cwd=handle.workdir, timeout=self.timeout))
+            report.cleanup.append(await self.t.run(self.once(cmd), cwd=handle.workdir, timeout=self.timeout))
         await procs.sweep(self.t, handle.pgid, handle.run_id, report)
         await self._sh(ENDED, RD=handle.run_dir)
         return report

@@ -33,7 +33,7 @@ import time
 
 import paramiko
 
-from ..errors import BadInput, HostKeyError, TransportError
+from ..errors import BadInput, ConnectionLost, HostKeyError, TransportError
 from . import hostkeys
 from .procs import KILL_GRACE, kill_script
 from .transport import ENV_NAME, CommandResult, FileStat, HostSpec, checked
@@ -58,9 +58,12 @@ class _QuickAck(socket.socket):
         return data
 
 
-def _tcp(host: str, port: int, timeout: float) -> socket.socket:
+def _tcp(host: str, port: int, timeout: float, keepalive: float) -> socket.socket:
     sock = _QuickAck(fileno=socket.create_connection((host, port), timeout).detach())
     sock.settimeout(timeout)
+    if hasattr(socket, "TCP_USER_TIMEOUT"):  # a cut network fails the connection in 3 keepalives, not ~15 min
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(keepalive * 3 * 1000))
     return sock
 
 
@@ -114,7 +117,7 @@ def _dial(spec: HostSpec, config: paramiko.SSHConfig, token: str, via, clients: 
         client.set_missing_host_key_policy(_Reject(spec, alias, host, port, known))
         clients.append(client)
         sock = (via.get_transport().open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0), timeout=wait)
-                if via else _tcp(host, port, wait))
+                if via else _tcp(host, port, wait, spec.keepalive))
         client.connect(host, port, username=user, key_filename=keys, allow_agent=not only, look_for_keys=not only,
                        sock=sock, timeout=wait, banner_timeout=wait, auth_timeout=wait)
     except paramiko.BadHostKeyException as e:
@@ -124,9 +127,9 @@ def _dial(spec: HostSpec, config: paramiko.SSHConfig, token: str, via, clients: 
                              f"({', '.join(keys) or 'agent/default keys'}) in {cfg} and the remote "
                              f"authorized_keys") from None
     except _NET as e:
-        raise TransportError(f"cannot connect to {where}{' through its ProxyJump' if via else ''}: {_line(e)}; "
+        raise ConnectionLost(f"cannot connect to {where}{' through its ProxyJump' if via else ''}: {_line(e)}; "
                              f"check that the host is up and its HostName, Port and ProxyJump in {cfg}") from None
-    client.get_transport().set_keepalive(30)
+    client.get_transport().set_keepalive(max(1, round(spec.keepalive)))
     return client
 
 
@@ -178,7 +181,10 @@ class ParamikoTransport:
         try:
             await asyncio.to_thread(_dial, spec, config, spec.host, None, clients, True)
             t = cls(spec, clients)
-            await asyncio.to_thread(lambda: t._give(t._shell()))  # warm one shell
+            try:
+                await asyncio.to_thread(lambda: t._give(t._shell()))  # warm one shell
+            except _NET as e:
+                raise ConnectionLost(f"{spec.host}: the connection dropped before a shell opened: {_line(e)}") from None
             return t
         except BaseException:
             for c in reversed(clients):
@@ -203,6 +209,11 @@ class ParamikoTransport:
                 stop.set()  # the worker kills the command and frees the shell
                 raise
         return checked(r, check)
+
+    def _lost(self, e: BaseException) -> bool:
+        """Whether `e` means the connection is gone (not a refused channel or a file error)."""
+        t = self._ssh.get_transport()
+        return t is None or not t.is_active() or isinstance(e, (EOFError, ConnectionError, socket.timeout))
 
     def _shell(self):
         with self._lock:
@@ -242,6 +253,9 @@ class ParamikoTransport:
         except _NET as e:
             if ch is not None:
                 ch.close()
+            if self._lost(e):
+                raise ConnectionLost(f"{self.spec.host}: the connection dropped while running {cmd[:200]!r}: "
+                                     f"{_line(e)}") from None
             raise TransportError(f"{self.spec.host}: cannot run {cmd!r}: {_line(e)}; check the connection "
                                  f"(and sshd's MaxSessions if channels are refused), then retry") from None
         out, err = (b.decode("utf-8", "replace") for b in f.bufs)
@@ -283,6 +297,10 @@ class ParamikoTransport:
             except FileNotFoundError:
                 raise
             except _NET as e:
+                if self._lost(e):
+                    self._sftp = None
+                    raise ConnectionLost(f"{self.spec.host}: {op.__name__[1:]} {path}: the connection dropped "
+                                         f"({_line(e)})") from None
                 raise TransportError(f"{self.spec.host}: {op.__name__[1:]} {path} failed: {_line(e)}; "
                                      f"check the path, its permissions and the connection") from None
 

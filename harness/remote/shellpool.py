@@ -29,7 +29,7 @@ import shlex
 
 import asyncssh
 
-from ..errors import TransportError
+from ..errors import ConnectionLost, TransportError
 from .procs import kill_script
 from .transport import ENV_NAME
 
@@ -168,13 +168,15 @@ class ShellPool:
                 try:
                     shell = await Shell.start(self.conn)
                 except (OSError, asyncssh.Error) as e:
+                    if self.conn.is_closed() or isinstance(e, (asyncssh.ConnectionLost, BrokenPipeError)):
+                        raise ConnectionLost(f"{self.label}: the connection dropped: {_reason(e)}") from None
                     raise TransportError(f"{self.label}: cannot open a shell channel: {_reason(e)} "
                                          "(check the connection and sshd's MaxSessions)") from None
             try:
                 result = await shell.run(cmd, env or {}, cwd, timeout, self.kill)
             except ConnectionError:
                 shell.close()
-                raise TransportError(f"{self.label}: the shell channel closed while running {cmd!r} "
+                raise ConnectionLost(f"{self.label}: the shell channel closed while running {cmd[:200]!r} "
                                      "(the connection dropped or the shell was killed)") from None
             except BaseException:  # cancelled: leave nothing running
                 shell.close()

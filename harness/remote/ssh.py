@@ -25,12 +25,12 @@ from stat import S_ISDIR
 
 import asyncssh
 
-from ..errors import TransportError
+from ..errors import ConnectionLost, TransportError
 from . import hostkeys
 from .shellpool import ShellPool, _reason
 from .transport import CommandResult, FileStat, HostSpec, checked
 
-KEEPALIVE = 30  # seconds between keepalives on an idle connection
+KEEPALIVE_MISSES = 3  # keepalives unanswered before the connection counts as dead
 CHUNK = 1 << 16  # bytes asked for at once when reading past the size stat gave
 
 
@@ -76,7 +76,7 @@ def _hop_spec(spec: HostSpec, hop: str) -> HostSpec:
     user, _, hostport = hop.rpartition("@")
     host, _, port = hostport.partition(":")
     return HostSpec(host, user=user or None, port=int(port) if port else None, known_hosts=spec.known_hosts,
-                    ssh_config=spec.ssh_config, connect_timeout=spec.connect_timeout)
+                    ssh_config=spec.ssh_config, connect_timeout=spec.connect_timeout, keepalive=spec.keepalive)
 
 
 def _known_hosts_arg(path: str):
@@ -109,24 +109,38 @@ def close_all(conns: list) -> None:
 
 
 def connect_error(e: BaseException, t: Target) -> TransportError:
+    """One line for a failed connection; a ConnectionLost (weather: retried) unless it is the
+    credentials or the config that are wrong."""
     where = f"{t.alias} ({t.user + '@' if t.user else ''}{t.host}:{t.port})"
-    if isinstance(e, ConnectionRefusedError):
-        return TransportError(f"cannot connect to {where}: connection refused — check that sshd runs "
-                              "there and that Port/HostName are right")
-    if isinstance(e, (asyncio.TimeoutError, TimeoutError)):
-        return TransportError(f"cannot connect to {where}: timed out — check that the host is up and "
-                              "reachable (network, VPN, firewall, ProxyJump) or raise connect_timeout")
-    if isinstance(e, socket.gaierror):
-        return TransportError(f"cannot resolve {t.host} for {t.alias} — check HostName in the ssh config")
     if isinstance(e, asyncssh.PermissionDenied):
         return TransportError(f"authentication failed for {where} — check User and IdentityFile (or the "
                               "key given), and that its public key is in the remote authorized_keys")
     if isinstance(e, (FileNotFoundError, asyncssh.KeyImportError)):
         return TransportError(f"cannot load the key for {where}: {_reason(e)} — check IdentityFile")
-    if isinstance(e, (asyncssh.ConnectionLost, ConnectionResetError)):
-        return TransportError(f"cannot connect to {where}: the connection closed during the handshake — "
+    if isinstance(e, ConnectionRefusedError):
+        return ConnectionLost(f"cannot connect to {where}: connection refused — check that sshd runs "
+                              "there and that Port/HostName are right")
+    if isinstance(e, (asyncio.TimeoutError, TimeoutError)):
+        return ConnectionLost(f"cannot connect to {where}: timed out — check that the host is up and "
+                              "reachable (network, VPN, firewall, ProxyJump) or raise connect_timeout")
+    if isinstance(e, socket.gaierror):
+        return ConnectionLost(f"cannot resolve {t.host} for {t.alias} — check HostName in the ssh config")
+    if isinstance(e, (asyncssh.ConnectionLost, ConnectionResetError, asyncssh.DisconnectError)):
+        return ConnectionLost(f"cannot connect to {where}: the connection closed during the handshake — "
                               "check that an SSH server listens there and accepts you (its logs, AllowUsers)")
+    if isinstance(e, OSError):
+        return ConnectionLost(f"cannot connect to {where}: {_reason(e)} — check the host, port and network")
     return TransportError(f"cannot connect to {where}: {_reason(e)} — check the host, port and ssh config")
+
+
+def dead_link_timeout(conn, keepalive: float) -> None:
+    """Let the kernel give up on a connection whose sent bytes stay unacknowledged for
+    KEEPALIVE_MISSES keepalive intervals (TCP_USER_TIMEOUT): a cut network then fails the
+    connection in a minute, not after TCP's ~15 minutes of retransmissions."""
+    sock = conn.get_extra_info("socket")
+    if sock is not None and hasattr(socket, "TCP_USER_TIMEOUT"):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(keepalive * KEEPALIVE_MISSES * 1000))
 
 
 async def dial(spec: HostSpec, *, tunnel=None, follow: bool = True) -> tuple[asyncssh.SSHClientConnection, list]:
@@ -140,7 +154,8 @@ async def dial(spec: HostSpec, *, tunnel=None, follow: bool = True) -> tuple[asy
         conn = await asyncssh.connect(
             spec.host, spec.port or (), tunnel=tunnel, config=t.config, username=t.user or (),
             client_keys=[spec.key] if spec.key else (), known_hosts=_known_hosts_arg(t.known_hosts),
-            connect_timeout=spec.connect_timeout, keepalive_interval=KEEPALIVE)
+            connect_timeout=spec.connect_timeout, keepalive_interval=spec.keepalive,
+            keepalive_count_max=KEEPALIVE_MISSES)
     except (asyncssh.HostKeyNotVerifiable, asyncssh.KeyExchangeFailed) as e:
         try:
             raise await hostkeys.diagnose(e, spec, t, tunnel) from None
@@ -149,6 +164,7 @@ async def dial(spec: HostSpec, *, tunnel=None, follow: bool = True) -> tuple[asy
     except (OSError, asyncio.TimeoutError, asyncssh.Error, ValueError) as e:
         close_all(hops)
         raise connect_error(e, t) from None
+    dead_link_timeout(conn, spec.keepalive)
     return conn, hops
 
 
@@ -182,6 +198,8 @@ class AsyncSSHTransport:
                 try:
                     self._sftp = await self.conn.start_sftp_client()
                 except (OSError, asyncssh.Error) as e:
+                    if self.lost(e):
+                        raise ConnectionLost(f"{self.label}: the connection dropped: {_reason(e)}") from None
                     raise TransportError(f"{self.label}: cannot start SFTP: {_reason(e)} "
                                          "(check `Subsystem sftp` in the remote sshd_config)") from None
             return self._sftp
@@ -235,7 +253,14 @@ class AsyncSSHTransport:
             raise await self._error(e, "stat", path) from None
         return FileStat(a.size or 0, float(a.mtime or 0), a.permissions or 0, S_ISDIR(a.permissions or 0))
 
+    def lost(self, e: BaseException) -> bool:
+        """Whether `e` means the connection is gone (rather than the file or the server refusing)."""
+        return self.conn.is_closed() or isinstance(e, (asyncssh.ConnectionLost, asyncssh.DisconnectError,
+                                                       BrokenPipeError, ConnectionResetError))
+
     async def _error(self, e: BaseException, op: str, path: str) -> Exception:
+        if self.lost(e):
+            return ConnectionLost(f"{self.label}: {op} {path}: the connection dropped ({_reason(e)})")
         if isinstance(e, asyncssh.SFTPFailure):  # SFTP v3 says only "Failure" for a directory
             with contextlib.suppress(Exception):
                 if (st := await self.stat(path)) and st.is_dir:

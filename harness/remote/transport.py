@@ -65,6 +65,7 @@ class HostSpec:
     known_hosts: str | None = None  # default ~/.ssh/known_hosts
     ssh_config: str | None = None  # default ~/.ssh/config
     connect_timeout: float = 15.0
+    keepalive: float = 15.0  # seconds between SSH keepalives; 3 unanswered: the connection is dead
     extra: dict = field(default_factory=dict, compare=False)
 
 

@@ -127,8 +127,9 @@ async def _one_process(spec, directory: Path, start: dict, calls: list[dict], re
             aliases.setdefault(ev["fingerprint"], fingerprints[ev["attempt"]])
         if ui:
             ui(ev, st, tape.now)
-    ses = Session(spec, directory, ReplayTransport(tape), model, offline=start["offline"],
-                  clock=rt.clock, sleep=rt.sleep, ui=view)
+    transport = ReplayTransport(tape)
+    ses = Session(spec, directory, transport, model, offline=start["offline"], clock=rt.clock, sleep=rt.sleep,
+                  ui=view, reopen=transport.reopen, process=start.get("process"))
     end = next((e for e in mine if e["type"] == "end"), None)
     if end and end["reason"] == "stopped":  # the stop came from outside: `harness stop` or Ctrl-C
         ses.keep_on_stop, ses.stop_detail = bool(end.get("kept_run")), end["detail"]
@@ -160,6 +161,7 @@ SAME = {"verdict": ("attempt", "outcome", "failed_stage", "last_stage_passed", "
         "tool": ("attempt", "step", "name", "arguments", "refused", "end"),
         "fix": ("attempt", "signature", "kind", "applied", "already", "files"),
         "cleanup": ("attempt", "commands", "ok"),
+        "unreachable": ("attempt",), "reachable": ("attempt",),
         "end": ("reason",)}
 
 

@@ -23,7 +23,7 @@ from ..remote.transport import CommandResult, FileStat, checked
 
 KEYS = {"run": ("cmd", "cwd", "env", "timeout"), "read": ("path", "offset", "size"),
         "write": ("path", "mode", "data"), "stat": ("path",), "model": ("messages", "tools"),
-        "projected": (), "clock": (), "sleep": ("s",)}
+        "projected": (), "clock": (), "sleep": ("s",), "connect": ()}
 
 
 class Divergence(BaseException):
@@ -156,6 +156,11 @@ class ReplayTransport:
 
     async def close(self) -> None:
         pass
+
+    async def reopen(self) -> "ReplayTransport":
+        """A reconnection, as recorded (raising the recorded error when it failed)."""
+        self.tape.take("connect", {})
+        return self
 
 
 class ReplayModel:

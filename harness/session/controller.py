@@ -1,69 +1,65 @@
 """The controller: launch → follow → verdict → (known fix | infra retry | agent) → commit →
 relaunch, until the chain passes or a budget or a stop rule ends the session.
 
-    ses = Session(spec, session_dir, transport, model)
-    reason = await ses.run()        # passed | stuck | budget:<which> | gave_up | stopped
+    ses = Session(spec, session_dir, transport, model, reopen=reconnect)
+    reason = await ses.run()   # passed | stuck | budget:<which> | gave_up | stopped | unreachable | error
 
 Every step is an event appended (with fsync) to the session's journal.jsonl and folded into
 `ses.state`; every way a session ends is an exception whose name becomes its reason, and the
-`finally` stops the run it started (unless the spec keeps a passing one) and writes `end`.
+`finally` stops the run it started (unless the spec keeps a passing one, or the host is out of
+reach) and writes `end`. Every remote call goes through one reconnecting layer (`ses.transport`,
+remote/reconnect.py): a dropped connection is waited out, not raised.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import secrets
 import time
 from pathlib import Path
 
-from ..agent.fixes import apply_fix
 from ..agent.policy import Policy
 from ..analyze import Analyzer, build_digest
 from ..chain import STAGES
-from ..playbook import Fix, load_playbook
+from ..errors import HostUnreachable
+from ..playbook import load_playbook
 from ..remote.launch import Launcher, RunActive, RunHandle
+from ..remote.once import Ops
+from ..remote.reconnect import Reconnecting
 from .journal import Journal
 from .ledger import Ledger
 from .progress import fingerprint, model_blocked, relaunch_blocked, running_over, stuck
+from .respond import BudgetOver, SessionEnd, Stuck, respond
 from .state import State, apply
-from .turn import GaveUp, agent_turn
-from .watch import watch
+from .watch import Watch, watch
 
-
-class SessionEnd(Exception):
-    reason = "stopped"
+FINAL_GRACE = 60.0  # seconds the final stop of a run waits for an unreachable host
 
 
 class Passed(SessionEnd):
     reason = "passed"
 
 
-class Stuck(SessionEnd):
-    reason = "stuck"
-
-
-class GaveUpEnd(SessionEnd):
-    reason = "gave_up"
-
-
-class BudgetOver(SessionEnd):
-    def __init__(self, which: str):
-        super().__init__(f"the {which} budget would be exceeded")
-        self.reason = f"budget:{which}"
-
-
 class Session:
     def __init__(self, spec, directory: Path, transport, model=None, *, offline: bool = False,
-                 clock=time.time, sleep=asyncio.sleep, ui=None, tool_timeout: float = 120.0):
-        self.spec, self.dir, self.transport, self.model = spec, Path(directory), transport, model
+                 clock=time.time, sleep=asyncio.sleep, ui=None, tool_timeout: float = 120.0,
+                 reopen=None, process: str | None = None):
+        """`reopen()` makes a new connection after one dropped (None: never reconnect);
+        `process` names this controller process's op directories and claims on the host
+        (recorded, so a replay uses the same)."""
+        self.spec, self.dir, self.model = spec, Path(directory), model
         self.offline, self.clock, self.sleep, self.ui, self.tool_timeout = offline, clock, sleep, ui, tool_timeout
         self.journal = Journal(self.dir / "journal.jsonl", clock)  # budgets count from its times
         self.state = State()
         for ev in self.journal.events():
             apply(self.state, ev)
-        self.session = self.dir.name
-        self.launcher = Launcher(transport)
-        self.ledger = Ledger(transport, spec.workdir, self.session, exclude=spec.ledger.exclude)
+        self.session, self.process = self.dir.name, process or secrets.token_hex(3)
+        self.transport = self.link = Reconnecting(transport, reopen, clock=clock, sleep=sleep,
+                                                  grace=spec.connection.grace, on_change=self._link_changed)
+        self.ops = Ops(spec.workdir, self.session, self.process)
+        self.launcher = Launcher(self.transport, once=self.ops, token=f"{self.session}/{self.process}")
+        self.ledger = Ledger(self.transport, spec.workdir, self.session, exclude=spec.ledger.exclude, once=self.ops)
         self.policy = Policy(workdir=spec.workdir, protected=(*spec.policy.protected, ".harness"),
                              deny=tuple(spec.policy.deny))
         pb = load_playbook(spec.playbooks[0] if spec.playbooks else None)
@@ -72,6 +68,7 @@ class Session:
             pb, timeouts=pb.timeouts | {stage_no[k]: v for k, v in spec.launch.timeouts.items()})
         self.live: RunHandle | None = None
         self.keep_on_stop, self.stop_detail = False, "interrupted"  # set by whoever stops the session
+        self._down0 = 0.0  # outage seconds when the current attempt's run started
 
     # ---------------------------------------------------------------- journal and view
     def emit(self, type: str, **fields) -> dict:
@@ -88,6 +85,13 @@ class Session:
         if self.ui:
             self.ui({"type": "activity", "text": text}, self.state)
 
+    def _link_changed(self, what: str, **kw) -> None:
+        n = len(self.state.attempts)
+        if what == "down":
+            self.emit("unreachable", attempt=n, since=kw["since"], error=kw["error"][:300])
+        else:
+            self.emit("reachable", attempt=n, after=round(kw["after"], 3))
+
     # ---------------------------------------------------------------- budgets
     def check_model(self, messages: list[dict]) -> None:
         tokens, money = self.model.projected(messages)
@@ -99,7 +103,9 @@ class Session:
             raise BudgetOver("agent_steps")
 
     def budget_while_running(self, now: float, run_started: float) -> str | None:
-        return running_over(self.state, self.spec.budgets, self.spec.launch.devices, now, run_started)
+        # accelerator-hours count while the run is known alive: an outage of the link is left out
+        shifted = run_started + self.link.down_seconds(now) - self._down0
+        return running_over(self.state, self.spec.budgets, self.spec.launch.devices, now, shifted)
 
     # ---------------------------------------------------------------- the loop
     async def run(self) -> str:
@@ -107,45 +113,59 @@ class Session:
         never launched twice; a session that had ended goes on (with a fresh budget if a
         budget had ended it)."""
         st = self.state
-        if not st.session:
+        resuming = bool(st.session)
+        if not resuming:
             self.emit("session", session=self.session, host=self.spec.host, workdir=self.spec.workdir)
         else:  # resuming: a killed controller may have left git lock files in the ledger
-            await self.ledger.recover()
-            if st.ended:
-                prior = st.ended["reason"]
-                self.emit("continue", prior=prior, fresh_budget=prior.startswith("budget:"))
+            prior = st.ended["reason"] if st.ended else None
+            self.emit("continue", prior=prior, fresh_budget=bool(prior and prior.startswith("budget:")),
+                      crashed=st.ended is None)
         reason, detail = "stopped", ""
         try:
+            if resuming:
+                await self.ledger.recover()
             while True:
-                last = st.attempts[-1] if st.attempts else None
-                if last is not None and last.verdict is not None:
-                    verdict = last.verdict
-                    if verdict["outcome"] == "pass":
-                        raise Passed(f"the chain passed on attempt {last.n}")
-                    if stuck(st, self.spec.budgets.stuck_after):
-                        raise Stuck(f"the same failure {self.spec.budgets.stuck_after} attempts in a row "
-                                    f"[{verdict['fingerprint']}]: {(verdict.get('root') or {}).get('text', '')[:200]}")
-                    if not st.pending_changes:  # not yet answered (or answered before a crash)
-                        await self.respond(last.n, verdict)
-                    if over := relaunch_blocked(st, self.spec.budgets, self.spec.launch.devices, self.clock()):
-                        raise BudgetOver(over)
-                    await self.attempt(last.n + 1)
-                else:  # the first attempt, or one whose run a crashed controller left behind
-                    await self.attempt(last.n if last is not None else 1)
+                await self.step()
         except SessionEnd as end:
             reason, detail = end.reason, str(end)
+        except HostUnreachable as e:
+            reason, detail = "unreachable", _line(e)
         except (asyncio.CancelledError, KeyboardInterrupt):
             reason, detail = "stopped", self.stop_detail
             raise
+        except Exception as e:
+            reason, detail = "error", _line(e)
+            raise
         finally:
-            kept = (self.keep_on_stop and reason == "stopped") or (reason == "passed" and self.spec.keep_run)
-            await self._stop_live(keep=kept)
-            self.emit("end", reason=reason, detail=detail, kept_run=kept)
+            await self._finish(reason, detail)
         return reason
 
+    async def step(self) -> None:
+        """One turn of the loop: decide on the last attempt's verdict, then run the next attempt."""
+        st = self.state
+        last = st.attempts[-1] if st.attempts else None
+        if last is None or last.verdict is None:  # the first attempt, or one a dead controller left running
+            await self.attempt(last.n if last is not None else 1)
+            return
+        verdict = last.verdict
+        if verdict["outcome"] == "pass":
+            raise Passed(f"the chain passed on attempt {last.n}")
+        if not last.stopped:  # its controller died between the verdict and stopping the run
+            self.live = await self.launcher.find(self.spec.workdir, last.run_id)
+            await self._stop_live()
+        if not last.cut_short:  # an attempt stopped before it showed anything is relaunched as it was
+            if stuck(st, self.spec.budgets.stuck_after):
+                raise Stuck(f"the same failure {self.spec.budgets.stuck_after} attempts in a row "
+                            f"[{verdict['fingerprint']}]: {(verdict.get('root') or {}).get('text', '')[:200]}")
+            if not st.pending_changes:  # not yet answered (or answered before a crash)
+                await respond(self, last.n, verdict)
+        if over := relaunch_blocked(st, self.spec.budgets, self.spec.launch.devices, self.clock()):
+            raise BudgetOver(over)
+        await self.attempt(last.n + 1)
+
     async def attempt(self, n: int) -> dict:
-        """Commit the workdir, launch (or re-attach to the run of attempt n a crashed controller
-        left), watch, stop; returns the `verdict` event."""
+        """Commit the workdir, launch (or re-attach to the run of attempt n a dead controller
+        left), watch, record the verdict, stop the run; returns the `verdict` event."""
         st, spec = self.state, self.spec
         before = st.attempts[n - 2].verdict if n > 1 else None
         handle, reattached = await self._find_or_launch(n, before)
@@ -153,29 +173,46 @@ class Session:
         # run time: a new run's from now (launching is the harness's own time), a re-attached
         # run's since it started (the host's clock)
         t0 = handle.started if reattached and handle.started else self.clock()
+        self._down0 = self.link.down_seconds(self.clock())
         an = Analyzer(self.playbook)
         (self.dir / "attempts").mkdir(exist_ok=True)
         seen = set(st.attempts[n - 1].stages)
+
+        def reached(no: int) -> None:  # once per stage and attempt (a re-attached run is read again)
+            if no not in seen:
+                seen.add(no)
+                self.emit("stage", attempt=n, stage=no, name=STAGES[no - 1])
         with open(self.dir / "attempts" / f"{n:02d}.log", "wb") as log:  # the watch reads from the start
             self.activity(f"attempt {n}: following the run")
-            w = await watch(self, handle, an, lambda no: no in seen or self.emit(
-                "stage", attempt=n, stage=no, name=STAGES[no - 1]), log.write)
-        run_seconds = max(0.0, self.clock() - t0)
+            try:
+                w = await watch(self, handle, an, reached, log.write)
+            except HostUnreachable:  # the run is left as it is: `continue` re-attaches to it
+                raise
+            except BaseException:  # the harness stops this run: the attempt is over, `continue` relaunches
+                if not self.keep_on_stop:
+                    self._verdict(n, before, Watch(an.verdict(None), "stopped"), an, t0)
+                raise
+        ev = self._verdict(n, before, w, an, t0)
         if not (w.reason == "passed" and spec.keep_run):
             await self._stop_live()
-        v = w.verdict
-        root = v["root_cause"]
-        ev = self.emit("verdict", attempt=n, outcome=v["outcome"], last_stage_passed=v["last_stage_passed"],
-                       failed_stage=v["failed_stage"], reason=w.reason, exit_code=w.exit_code,
-                       root=root and {k: root.get(k) for k in ("text", "category", "class", "signature", "hint", "fix", "stage")},
-                       fingerprint=fingerprint(v), healthy_updates=an.healthy_updates, run_seconds=run_seconds,
-                       accel_seconds=run_seconds * spec.launch.devices)
-        (self.dir / "attempts" / f"{n:02d}.digest.txt").write_text(build_digest(v, an), encoding="utf-8")
         await self.ledger.annotate(n, _commit_message(self.session, n, before, ev))
         if w.reason == "passed":
             raise Passed(f"the chain passed on attempt {n}")
         if w.reason.startswith("budget:"):
             raise BudgetOver(w.reason.split(":", 1)[1])
+        return ev
+
+    def _verdict(self, n: int, before: dict | None, w: Watch, an: Analyzer, t0: float) -> dict:
+        now = self.clock()
+        run_seconds = max(0.0, now - t0)
+        alive_seconds = max(0.0, run_seconds - (self.link.down_seconds(now) - self._down0))
+        v, root = w.verdict, w.verdict["root_cause"]
+        ev = self.emit("verdict", attempt=n, outcome=v["outcome"], last_stage_passed=v["last_stage_passed"],
+                       failed_stage=v["failed_stage"], reason=w.reason, exit_code=w.exit_code,
+                       root=root and {k: root.get(k) for k in ("text", "category", "class", "signature", "hint", "fix", "stage")},
+                       fingerprint=fingerprint(v), healthy_updates=an.healthy_updates, run_seconds=run_seconds,
+                       accel_seconds=alive_seconds * self.spec.launch.devices)
+        (self.dir / "attempts" / f"{n:02d}.digest.txt").write_text(build_digest(v, an), encoding="utf-8")
         return ev
 
     async def _find_or_launch(self, n: int, before: dict | None) -> tuple[RunHandle, bool]:
@@ -207,6 +244,7 @@ class Session:
     async def _launch(self, n: int, run_id: str, before: dict | None) -> RunHandle:
         st, spec = self.state, self.spec
         sha = await self.ledger.snapshot(n, _commit_message(self.session, n, before, None))
+        await self.transport.run(self.ops.clear_command(), timeout=60)  # the last attempt's op records
         env = spec.launch.env | st.env
         unset = [x for x in dict.fromkeys([*spec.launch.unset, *st.unset]) if x not in env]
         self.activity(f"launching attempt {n}")
@@ -214,35 +252,6 @@ class Session:
                                             env=env, unset=unset)
         self.emit("launch", attempt=n, run_id=handle.run_id, pid=handle.pid, sha=sha)
         return handle
-
-    async def respond(self, n: int, verdict: dict) -> None:
-        """Known fix first, then cleanup-and-retry for infra failures, then the agent."""
-        st, spec = self.state, self.spec
-        root = verdict.get("root") or {}
-        fix = root.get("fix")
-        key = (verdict["fingerprint"], root.get("signature"))
-        if fix and fix["kind"] != "cleanup_retry" and key not in st.fixes_tried:
-            self.activity(f"applying the declared fix of {root.get('signature')}")
-            res = await apply_fix(self.transport, Fix(**fix), workdir=spec.workdir, env=st.env, unset=st.unset)
-            self.emit("fix", attempt=n, fingerprint=key[0], signature=key[1], kind=fix["kind"],
-                      description=res.description, applied=res.applied, already=res.already, files=res.files,
-                      env=res.env, unset=res.unset)
-            if res.applied or res.already:
-                return
-        infra = root.get("class") == "infra" or (fix and fix["kind"] == "cleanup_retry")
-        if infra and st.infra_retries < spec.budgets.infra_retries:
-            self.activity("infrastructure failure: cleaning up before a retry")
-            results = [await self.transport.run(c, cwd=spec.workdir, timeout=120) for c in spec.cleanup]
-            self.emit("cleanup", attempt=n, commands=list(spec.cleanup), ok=all(r.ok for r in results))
-            return
-        if self.offline or self.model is None:
-            why = "offline" if self.offline else "no model configured"
-            raise GaveUpEnd(f"no declared fix for {root.get('signature') or verdict['outcome']} and {why}")
-        digest = (self.dir / "attempts" / f"{n:02d}.digest.txt").read_text(encoding="utf-8")
-        try:
-            await agent_turn(self, n, verdict, digest)
-        except GaveUp as exc:
-            raise GaveUpEnd(str(exc)) from None
 
     async def _stop_live(self, keep: bool = False) -> None:
         if self.live is None:
@@ -253,9 +262,32 @@ class Session:
             return
         self.activity(f"stopping run {handle.run_id}")
         rep = await self.launcher.stop(handle, cleanup=self.spec.cleanup)
-        n = len(self.state.attempts)
-        if not (self.state.attempts and self.state.attempts[-1].stopped and rep.ok and not rep.terminated):
-            self.emit("stopped", attempt=n, run_id=handle.run_id, survivors=list(rep.survivors))
+        self.emit("stopped", attempt=len(self.state.attempts), run_id=handle.run_id, survivors=list(rep.survivors))
+
+    async def _finish(self, reason: str, detail: str) -> None:
+        """Stop the run the session started (unless it is kept, or the host is out of reach) and
+        write `end`, whatever happens while stopping."""
+        kept = (self.keep_on_stop and reason == "stopped") or (reason == "passed" and self.spec.keep_run)
+        left = None
+        if reason == "unreachable" and self.live is not None:
+            left, self.live = self.live, None
+            detail += f"; run {left.run_id} (pid {left.pid}) was left as it was on the host: it may still be " \
+                      "running — `harness continue` re-attaches to it once the host is back"
+        self.link.grace = min(self.link.grace, FINAL_GRACE)
+        try:
+            await self._stop_live(keep=kept)
+        except Exception as e:  # noqa: BLE001 - the end must be written whatever stopping did
+            detail += f"; stopping the run failed: {_line(e)}"
+        self.emit("end", reason=reason, detail=detail, kept_run=kept,
+                  left_run=left and {"run_id": left.run_id, "pid": left.pid})
+
+
+def _line(e: BaseException) -> str:
+    """An exception as one line: ours by their message, anything else with its type."""
+    from ..errors import HarnessError
+
+    text = " ".join(str(e).split())
+    return (text if isinstance(e, HarnessError) else f"{type(e).__name__}: {text}")[:500]
 
 
 def _commit_message(session: str, n: int, before: dict | None, after: dict | None) -> str:

@@ -13,12 +13,14 @@ the same lock), so two `continue`s racing cannot both start one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import os
 import signal
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from ..errors import HarnessError
@@ -27,6 +29,7 @@ LOCK = "controller.lock"
 STOP = "stop.request"  # written by `harness stop` before it signals: "keep-run" or "stop"
 LOG = "controller.log"
 PROBE_TRIES = 20  # 10 ms apart
+START_WAIT = 90.0  # seconds `continue` waits for the controller's start-up checks
 
 
 class AlreadyRunning(HarnessError):
@@ -69,21 +72,71 @@ def holder(directory: Path) -> int | None:
     return None
 
 
-def start_background(directory: Path, offline: bool = False) -> int:
+class StartFailed(HarnessError):
+    """The background controller did not pass its start-up checks (its message says why)."""
+
+
+def start_background(directory: Path, offline: bool = False, wait: float = START_WAIT) -> int:
     """Start the session's controller detached (own session, no terminal, output to the session
-    directory); returns its pid. AlreadyRunning if one runs."""
+    directory) and return its pid once it holds the lock and has passed its start-up checks (spec,
+    model key, connection, host key). AlreadyRunning if one runs; StartFailed with the
+    controller's own error if it fails them."""
     fd = take_lock(directory)
+    ready_r, ready_w = os.pipe()
     try:
         (directory / STOP).unlink(missing_ok=True)
-        with open(directory / LOG, "ab") as out:
+        with open(directory / LOG, "ab", opener=_private) as out:
             proc = subprocess.Popen([sys.executable, "-m", "harness.session.detach", str(directory),
-                                     *(["--offline"] if offline else []), "--lock-fd", str(fd)],
+                                     *(["--offline"] if offline else []), "--lock-fd", str(fd),
+                                     "--ready-fd", str(ready_w)],
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True, pass_fds=(fd,), close_fds=True)
+                                    start_new_session=True, pass_fds=(fd, ready_w), close_fds=True)
         mark_holder(fd, proc.pid)
-        return proc.pid
     finally:
         os.close(fd)  # the child holds the lock through its inherited copy
+        os.close(ready_w)
+    try:
+        answer = _read_answer(ready_r, wait)
+    finally:
+        os.close(ready_r)
+    if answer == "ok":
+        return proc.pid
+    if answer is None:
+        raise StartFailed(f"the controller (pid {proc.pid}) has not finished its start-up checks after {wait:g} s; "
+                          f"it goes on: `harness status {directory.name}`, `harness logs {directory.name} --controller`")
+    if not answer:
+        answer = f"the controller exited before its start-up checks (status {proc.wait()}): " + \
+                 (_last_line(directory / LOG) or f"see {directory / LOG}")
+    raise StartFailed(answer.removeprefix("error: "))
+
+
+def _read_answer(fd: int, wait: float) -> str | None:
+    """What the controller wrote on its ready pipe ("ok", "error: …", "" if it closed it
+    without a word), or None if it said nothing within `wait` seconds."""
+    import select
+
+    data, deadline = b"", time.monotonic() + wait
+    while b"\n" not in data:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode(errors="replace").strip()
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+def _private(path, flags):
+    return os.open(path, flags, 0o600)
 
 
 def request_stop(directory: Path, keep_run: bool) -> int | None:
@@ -96,42 +149,72 @@ def request_stop(directory: Path, keep_run: bool) -> int | None:
     return pid
 
 
+def install_stop(ses, directory: Path, foreground: bool = False) -> None:
+    """Signals end the session cleanly: SIGTERM (`harness stop`, a shutdown) stops it and writes
+    `end`; SIGHUP — the terminal of a foreground run went away, as on the night this project
+    began with — does not: the session goes on, its output to controller.log."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+
+    def stop():
+        req = (directory / STOP).read_text().strip() if (directory / STOP).exists() else ""
+        ses.keep_on_stop = req == "keep-run"
+        ses.stop_detail = "stopped by `harness stop`" if req else "stopped by SIGTERM"
+        task.cancel()
+
+    def hung_up():
+        log = os.open(directory / LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        for out in (1, 2):
+            os.dup2(log, out)
+        os.close(log)
+        print(f"the terminal hung up (SIGHUP); session {directory.name} goes on without it", flush=True)
+    loop.add_signal_handler(signal.SIGTERM, stop)
+    loop.add_signal_handler(signal.SIGHUP, hung_up if foreground else (lambda: None))
+
+
 def _main(argv: list[str]) -> int:
-    from ..spec import load_spec
     from .runner import run_spec
 
     directory = Path(argv[0])
     offline = "--offline" in argv
     fd = int(argv[argv.index("--lock-fd") + 1]) if "--lock-fd" in argv else take_lock(directory)
+    ready = int(argv[argv.index("--ready-fd") + 1]) if "--ready-fd" in argv else None
     mark_holder(fd, os.getpid())
-    spec = load_spec(directory / "spec.yaml")
 
-    def on_session(ses):  # `harness stop` signals; the controller ends its session cleanly
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-
-        def stop():
-            req = (directory / STOP).read_text().strip() if (directory / STOP).exists() else "stop"
-            ses.keep_on_stop, ses.stop_detail = req == "keep-run", "stopped by `harness stop`"
-            task.cancel()
-        loop.add_signal_handler(signal.SIGTERM, stop)
+    def answer(text: str) -> None:  # to the `continue` waiting on the other end, once
+        nonlocal ready
+        if ready is not None:
+            with contextlib.suppress(OSError):
+                os.write(ready, (text + "\n").encode())
+            os.close(ready)
+            ready = None
 
     try:
         from rich.console import Console
 
+        from ..spec import load_spec
         from ..ui import SessionView
 
+        spec = load_spec(directory / "spec.yaml")
         view = SessionView(Console(file=sys.stdout, force_terminal=False, width=160, highlight=False))
-        asyncio.run(run_spec(spec, directory, offline=offline, on_session=on_session, ui=view))
+        asyncio.run(run_spec(spec, directory, offline=offline, ui=view, on_ready=lambda: answer("ok"),
+                             on_session=lambda ses: install_stop(ses, directory)))
     except asyncio.CancelledError:
         pass
-    except HarnessError as e:  # the operator's to fix: one line in the controller's log
+    except HarnessError as e:  # the operator's to fix: one line in the controller's log (and to `continue`)
         print(f"error: {e}", flush=True)
+        answer(f"error: {e}")
         return 2
+    except Exception:  # a bug: its traceback goes to the controller's log, where `status` points
+        traceback.print_exc()
+        answer("error: the controller failed: " + (_last_line(directory / LOG) or "see controller.log"))
+        return 1
     finally:
+        answer("error: the controller ended before its start-up checks passed")
         from .reports import write_session_reports
 
-        write_session_reports(directory)
+        with contextlib.suppress(Exception):
+            write_session_reports(directory)
     return 0
 
 

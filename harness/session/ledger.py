@@ -117,7 +117,9 @@ def _z(text: str) -> list[str]:
 
 class Ledger:
     def __init__(self, transport, workdir: str, session: str, exclude: Sequence[str] = (), *,
-                 timeout: float = 600.0):
+                 timeout: float = 600.0, once=None):
+        """`once(cmd)` (once.Ops) guards every git script: sent again after a dropped connection,
+        a commit attaches to the one still running instead of racing it for the index lock."""
         if not workdir.startswith("/"):
             raise BadInput(f"the ledger needs an absolute workdir, got {workdir!r}")
         if not _NAME.match(session) or session.endswith(".lock"):
@@ -125,6 +127,7 @@ class Ledger:
         if bad := [p for p in exclude if not p.strip() or "\n" in p or "\r" in p]:
             raise BadInput(f"ledger exclude patterns must be one non-blank line each, got {bad!r}")
         self.t, self.session, self.timeout = transport, session, timeout
+        self.once = once or (lambda cmd: cmd)
         self.workdir = workdir.rstrip("/") or "/"
         self.git_dir = f"{self.workdir.rstrip('/')}/{LEDGER}"
         self.exclude = (*ALWAYS_EXCLUDED, *exclude)
@@ -147,11 +150,21 @@ class Ledger:
         r = await self._sh(ANNOTATE, "annotate", REF=self._ref(attempt), MSG=message)
         return r.stdout.strip()
 
+    async def changed_since(self, attempt: int) -> bool:
+        """Whether the workdir differs from attempt `attempt`'s snapshot (True when it has none)."""
+        rows = {n: sha for n, sha, _ in await self.attempts()}
+        if attempt not in rows:
+            return True
+        await self._init()
+        tree = await self._stage("")
+        r = await self._sh('g rev-parse "$C^{tree}"\n', "diff", C=rows[attempt])
+        return r.stdout.strip() != tree
+
     async def recover(self) -> None:
         """Remove git lock files a killed controller left in the ledger (only the controller
         holding the session's lock calls this, when it resumes the session)."""
         d = shlex.quote(self.git_dir)
-        await self.t.run(f"rm -f {d}/index.lock; [ -d {d}/refs ] && find {d}/refs -name '*.lock' -delete; true",
+        await self.t.run(self.once(f"rm -f {d}/index.lock; [ -d {d}/refs ] && find {d}/refs -name '*.lock' -delete; true"),
                          timeout=60)
 
     async def attempts(self) -> list[tuple[int, str, str]]:
@@ -243,7 +256,7 @@ class Ledger:
 
     async def _sh(self, script: str, what: str, check: bool = True, **values: str):
         cmd = shell_vars(GD=self.git_dir, WD=self.workdir, **values) + PRELUDE + script
-        r = await self.t.run(cmd, timeout=self.timeout)
+        r = await self.t.run(self.once(cmd), timeout=self.timeout)
         return self._check(r, what) if check else r
 
     def _check(self, r, what: str):

@@ -11,10 +11,14 @@ import re
 
 from .state import State
 
+# Order matters: paths whole (they hold numbers), then numbers — decimals and exponents whole, so
+# 0.000876364 and 0.0013052 mask alike (a hex mask first took the first for an address) —, then
+# hex strings, which must hold a letter once the numbers are gone.
 _MASKS = [
-    (re.compile(r"0x[0-9a-fA-F]+|\b[0-9a-f]{8,}\b"), "<hex>"),
+    (re.compile(r"0x[0-9a-fA-F]+"), "<hex>"),
     (re.compile(r"(?:/[\w.+-]+)+/?"), "<path>"),
-    (re.compile(r"\b\d+(?:\.\d+)*\b"), "<n>"),
+    (re.compile(r"\b\d+(?:\.\d+)*(?:[eE][-+]?\d+)?\b"), "<n>"),
+    (re.compile(r"\b(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b"), "<hex>"),
 ]
 
 

@@ -4,6 +4,7 @@ spec says where the host and the workdir are. Used by the CLI and the background
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 from ..errors import HarnessError
@@ -44,7 +45,14 @@ def write_session_reports(directory: Path) -> Path:
     """report.md and report.html in the session directory (at the end of a session); returns the .md."""
     events = Journal.read(directory / "journal.jsonl")
     diff, why = cumulative_diff(directory)
-    (directory / "report.html").write_text(html(events, diff, diff_error=why), encoding="utf-8")
+    _private(directory / "report.html", html(events, diff, diff_error=why))
     md = directory / "report.md"
-    md.write_text(markdown(events, diff, diff_error=why), encoding="utf-8")
+    _private(md, markdown(events, diff, diff_error=why))
     return md
+
+
+def _private(path: Path, text: str) -> None:
+    """Write `path` as the session's other files are: the user's alone (0600)."""
+    with open(path, "w", encoding="utf-8", opener=lambda p, f: os.open(p, f, 0o600)) as fh:
+        os.fchmod(fh.fileno(), 0o600)
+        fh.write(text)

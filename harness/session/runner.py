@@ -1,14 +1,21 @@
-"""Open what a session needs (the host, the model) from its spec, run it, close everything."""
+"""Open what a session needs (the host, the model) from its spec, run it, close everything.
+
+Start-up checks come first and fail before anything is journaled: the model's key variable, the
+connection (a refused or unknown host key, a dead host). `on_ready()` is called once they passed
+(the background controller tells the `continue` that started it); a failure raises a one-line
+HarnessError."""
 
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
-from ..errors import BadInput
-from ..record import FORMAT, Recorder, RecordingModel, RecordingTime, RecordingTransport
+from ..errors import BadInput, HarnessError
+from ..record import FORMAT, Recorder, RecordingModel, RecordingTime, RecordingTransport, recording_opener
 from ..remote.transport import connect
 from .controller import Session
+from .journal import Journal
 
 
 def model_from_spec(m):
@@ -24,32 +31,44 @@ def model_from_spec(m):
 
 
 async def run_spec(spec, directory: Path, *, offline: bool = False, ui=None, model=None,
-                   on_session=None) -> Session:
+                   on_session=None, on_ready=None) -> Session:
     """Run (or resume) the session in `directory`; returns it, ended. `on_session(ses)` is
     called before it runs (the background controller installs its stop handler there)."""
-    if model is None and not offline and spec.model is not None:
-        model = model_from_spec(spec.model)
+    os.umask(0o077)  # the session's files (raw logs, recordings) are the user's alone
+    host = spec.host_spec()
+    try:
+        if model is None and not offline and spec.model is not None:
+            model = model_from_spec(spec.model)
+        inner = await connect(host)
+    except HarnessError as e:  # journaled, so `status` shows why a controller never got going
+        with Journal(Path(directory) / "journal.jsonl") as j:
+            j.append("start_failed", error=" ".join(str(e).split())[:500])
+        raise
+    if on_ready:
+        on_ready()
     notifier = None
     if spec.notify:
         from ..notify import Notifier
 
         notifier = Notifier(spec.notify, Path(directory).name)
         view, ui = ui, (lambda ev, st: (view and view(ev, st), notifier(ev, st)))
-    inner = await connect(spec.host_spec())
     recorder = Recorder(Path(directory) / "recording.jsonl")  # always on: what a replay serves back
     transport = RecordingTransport(inner, recorder)
     model = RecordingModel(model, recorder) if model is not None else None
     rtime = RecordingTime(recorder)
+    ses = None
     try:
-        ses = Session(spec, directory, transport, model, offline=offline, ui=ui, clock=rtime.clock, sleep=rtime.sleep)
+        process = secrets.token_hex(3)
+        ses = Session(spec, directory, transport, model, offline=offline, ui=ui, clock=rtime.clock,
+                      sleep=rtime.sleep, reopen=recording_opener(lambda: connect(host), recorder), process=process)
         recorder.add("start", format=FORMAT, offline=offline, model=model and model.name,
-                     journal_seq=len(ses.journal.events()), pid=os.getpid())
+                     journal_seq=len(ses.journal.events()), pid=os.getpid(), process=process)
         if on_session:
             on_session(ses)
         await ses.run()
         return ses
     finally:
-        await transport.close()
+        await (ses.transport if ses else transport).close()
         recorder.close()
         if notifier:
             notifier.close()

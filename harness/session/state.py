@@ -7,16 +7,25 @@ Events (each also has `seq` and `t`, added by the journal):
     stage     {attempt, stage, name}                  a stage reached for the first time in the attempt
     verdict   {attempt, outcome, last_stage_passed, failed_stage, reason, exit_code, root, fingerprint,
                healthy_updates, run_seconds, accel_seconds}   how the attempt ended (reason: passed |
-                                                      failed | exited | hung | budget:<which>)
+                                                      failed | exited | hung | budget:<which> | stopped:
+                                                      the harness stopped it before it ended)
     stopped   {attempt, run_id, survivors}            the run was stopped (or had exited) and swept
     fix       {attempt, signature, kind, description, applied, already, files, env, unset}   a declared fix
                                                       (already: it was in place, e.g. applied before a crash)
-    cleanup   {attempt, commands, ok}                 an infra failure cleaned up before a retry
+    cleanup   {attempt, commands, ok, detail}         an infra failure cleaned up before a retry (detail: what
+                                                      failed, what still holds the ports)
     model     {attempt, step, prompt_tokens, completion_tokens, cost, seconds, retries, content}
     tool      {attempt, step, name, arguments, refused, end, output}
     note      {attempt, text}                         something the controller decided and why
-    continue  {prior, fresh_budget}                   a person resumed an ended session
-    end       {reason, detail}                        passed | stuck | budget:<which> | gave_up | stopped
+    continue  {prior, fresh_budget, crashed}          a controller resumed the session: after its end (prior:
+                                                      the end reason), or after its controller died
+                                                      (crashed: no end was written, e.g. SIGKILL)
+    unreachable {attempt, since, error}               the link to the host dropped (the session waits)
+    reachable {attempt, after}                        it is back, after `after` seconds
+    start_failed {error}                              a controller started for the session failed its checks
+    end       {reason, detail, kept_run, left_run}    passed | stuck | budget:<which> | gave_up | stopped |
+                                                      unreachable | error (left_run: the run left on an
+                                                      unreachable host)
 """
 
 from __future__ import annotations
@@ -36,7 +45,17 @@ class Attempt:
 
     @property
     def reached(self) -> int:
-        return self.verdict["last_stage_passed"] if self.verdict else (max(self.stages) if self.stages else 0)
+        """Stages passed in a row: below the failed one, whatever markers came after it."""
+        if not self.verdict:
+            return max(self.stages) if self.stages else 0
+        lsp, failed = self.verdict["last_stage_passed"], self.verdict.get("failed_stage")
+        return min(lsp, failed - 1) if failed else lsp
+
+    @property
+    def cut_short(self) -> bool:
+        """Stopped before it showed a failure (harness stop, a budget): nothing to answer or count."""
+        v = self.verdict or {}
+        return v.get("reason") == "stopped" or (str(v.get("reason", "")).startswith("budget:") and not v.get("root"))
 
 
 @dataclass
@@ -62,6 +81,9 @@ class State:
     ended: dict | None = None  # the `end` event
     since: int = 0  # attempts before the last `continue`: stuck counts only later ones
     base: dict = field(default_factory=dict)  # usage when a fresh budget was granted
+    unreachable: dict | None = None  # the `unreachable` event of an outage not yet over
+    start_error: str = ""  # the last controller start that failed its checks
+    crashes: int = 0  # controllers that died without writing `end`
 
     @property
     def relaunches(self) -> int:
@@ -69,7 +91,7 @@ class State:
 
     @property
     def fingerprints(self) -> list[str]:
-        return [a.verdict["fingerprint"] for a in self.attempts[self.since:] if a.verdict]
+        return [a.verdict["fingerprint"] for a in self.attempts[self.since:] if a.verdict and not a.cut_short]
 
     def totals(self) -> dict:
         """What the session has used, for the budgets."""
@@ -134,8 +156,17 @@ def apply(st: State, ev: dict) -> State:
             st.pending_changes.append("agent: " + (ev.get("summary") or "relaunch"))
     elif kind == "end":
         st.ended = ev
+    elif kind == "unreachable":
+        st.unreachable = ev
+    elif kind == "reachable":
+        st.unreachable = None
+    elif kind == "start_failed":
+        st.start_error = ev.get("error", "")
+    elif kind == "continue" and ev.get("crashed"):  # the same run of the session goes on
+        st.crashes += 1
+        st.unreachable, st.start_error = None, ""
     elif kind == "continue":
-        st.ended, st.since = None, len(st.attempts)
+        st.ended, st.since, st.unreachable, st.start_error = None, len(st.attempts), None, ""
         if ev.get("fresh_budget"):
             st.base = st.totals()
             st.base["relaunches"] += 1  # like a new session: its first launch is not a relaunch

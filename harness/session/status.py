@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from ..chain import STAGES
-from .detach import holder
+from .detach import LOG, holder
 from .journal import Journal
 from .state import fold
 
@@ -41,15 +41,43 @@ def status(directory: Path, now: float | None = None) -> dict:
     v = last.verdict if last else None
     root = ((v or {}).get("root") or {}).get("text", "")
     end = st.ended
+    launched = any(e["type"] == "launch" for e in events)
+    error = ""  # why a controller that is gone stopped
+    if pid is None and end is None:
+        error = st.start_error or _last_error(directory / LOG) or "the controller died without writing an end " \
+            "(killed?); `harness continue` resumes the session"
+    elif end and end["reason"] in ("error", "unreachable"):
+        error = end["detail"]
+    elif pid is None and st.start_error:
+        error = st.start_error
     return {
         "session": st.session or directory.name, "running": pid is not None, "pid": pid,
         "ended": end["reason"] if end else None, "detail": end["detail"] if end else "",
+        "failed_to_start": not launched and pid is None,
+        "unreachable_since": st.unreachable["since"] if st.unreachable and pid is not None else None,
+        "error": error,
         "attempt": last.n if last else 0, "elapsed_s": round(((st.last_t if end else now) or now) - (st.started or now)),
         "reached": last.reached if last else 0, "failed_stage": (v or {}).get("failed_stage"),
         "outcome": (v or {}).get("outcome", "running" if last else "starting"), "root_cause": root,
         "doing": _doing(events[-1]) if events else "starting",
         "relaunches": st.relaunches, "agent_steps": st.agent_steps, "tokens": st.tokens, "money": round(st.money, 4),
     }
+
+
+def _last_error(log: Path) -> str:
+    """The last `error: …` line a background controller printed."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return next((ln[7:].strip() for ln in reversed(lines) if ln.startswith("error: ")), "")
+
+
+def is_default_target(directory: Path) -> bool:
+    """Whether a session may be chosen when no id is given: not one that never launched anything
+    and has no controller (it failed to start)."""
+    events = Journal.read(directory / "journal.jsonl")
+    return any(e["type"] == "launch" for e in events) or holder(directory) is not None
 
 
 def _marks(reached: int, failed: int | None) -> str:
@@ -61,13 +89,23 @@ def _fit(text: str) -> str:
     return text if len(text) <= WIDTH else text[: WIDTH - 1] + "…"
 
 
-def phone_lines(s: dict) -> list[str]:
+def phone_lines(s: dict, now: float | None = None) -> list[str]:
     """The status in lines of at most 40 characters."""
-    state = f"running (pid {s['pid']})" if s["running"] else (f"ended: {s['ended']}" if s["ended"] else "not running")
+    if s["failed_to_start"]:
+        state = "failed to start"
+    elif s["running"]:
+        state = f"running (pid {s['pid']})"
+    else:
+        state = f"ended: {s['ended']}" if s["ended"] else "controller gone"
     el = s["elapsed_s"]
     where = f"failed at {STAGES[s['failed_stage'] - 1]}" if s["failed_stage"] else s["outcome"]
     lines = [f"session {s['session']}", f"{state} · attempt {s['attempt']} · {el // 3600}h{el % 3600 // 60:02d}m",
              f"{_marks(s['reached'], s['failed_stage'])} {where}"]
+    if s["unreachable_since"]:
+        gone = int(((time.time() if now is None else now) - s["unreachable_since"]) // 60)
+        lines.append(f"unreachable since {time.strftime('%H:%M', time.localtime(s['unreachable_since']))} ({gone}m)")
+    if s["error"]:
+        lines.append(f"error: {s['error']}")
     if s["root_cause"]:
         lines.append(s["root_cause"])
     lines.append(s["doing"])

@@ -25,24 +25,40 @@ def sessions_dir() -> Path:
 def new_session(frozen_spec: str, now: float | None = None) -> Path:
     """A new session directory holding the spec as it was when the session started."""
     sid = time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + "-" + secrets.token_hex(2)
+    sessions_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
     d = sessions_dir() / sid
-    d.mkdir(parents=True)
-    (d / "spec.yaml").write_text(frozen_spec, encoding="utf-8")
+    d.mkdir(mode=0o700)  # raw logs and recordings may hold secrets: the user's alone
+    with os.fdopen(os.open(d / "spec.yaml", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as fh:
+        fh.write(frozen_spec)
     (d / "journal.jsonl").touch(mode=0o600)  # the session is findable from now on, before its controller runs
     return d
 
 
-def find_session(name: str | None) -> Path:
-    """The named session, or the latest one."""
+def find_session(name: str | None, eligible=None) -> Path:
+    """The named session, else the most recently active one (its journal written last) that
+    `eligible(directory)` accepts."""
     root = sessions_dir()
     if name:
         if not _ID.match(name) or not (root / name / "journal.jsonl").is_file():
             raise BadInput(f"no session {name!r} in {root}; `harness sessions` lists them")
         return root / name
-    found = sorted(p.parent for p in root.glob("*/journal.jsonl")) if root.is_dir() else []
+    found = latest_first(root)
+    if eligible is not None:
+        found = [d for d in found if eligible(d)]
     if not found:
         raise BadInput(f"no sessions in {root} yet; start one with `harness run harness.yaml`")
-    return found[-1]
+    return found[0]
+
+
+def latest_first(root: Path) -> list[Path]:
+    """Session directories, the most recently active first."""
+    def key(d: Path):
+        try:
+            return (d / "journal.jsonl").stat().st_mtime, d.name
+        except FileNotFoundError:
+            return 0.0, d.name
+    dirs = [p.parent for p in root.glob("*/journal.jsonl")] if root.is_dir() else []
+    return sorted(dirs, key=key, reverse=True)
 
 
 def session_or_directory(arg: str) -> Path:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from ..agent.tools import TOOL_SPECS, Tools
+from ..agent.tools import TOOL_SPECS, ToolResult, Tools
 from ..chain import STAGES
 from ..redact import redact
 from .progress import regression
@@ -28,6 +28,14 @@ disable checks to make errors disappear. The harness waits for the run and tells
 
 class GaveUp(Exception):
     """The model called give_up: the session ends as gave_up."""
+
+
+class NoChange(Exception):
+    """The model asked twice in one turn to relaunch with the workdir unchanged: stuck."""
+
+
+UNCHANGED = ("not relaunched: nothing in the workdir differs from what attempt {n} ran with (did your edits "
+             "apply?), so the run would fail the same way. Make the change, or call give_up.")
 
 
 def opening(st: State, verdict: dict, digest: str, attempt: int) -> str:
@@ -52,7 +60,7 @@ def _history_line(a) -> str:
     where = f"failed at {STAGES[v['failed_stage'] - 1]}" if v.get("failed_stage") else v["outcome"]
     root = (v.get("root") or {}).get("text", "")
     change = "; ".join(a.changes) or "(first run)"
-    return f"- attempt {a.n}: {change} -> {where}, last stage passed {v['last_stage_passed']}" \
+    return f"- attempt {a.n}: {change} -> {where}, last stage passed {a.reached}" \
            f"{', ' + root[:160] if root else ''} [{v['fingerprint']}]"
 
 
@@ -63,7 +71,8 @@ async def agent_turn(ses, attempt: int, verdict: dict, digest: str) -> str:
     system = SYSTEM.format(chain=" -> ".join(STAGES), workdir=spec.workdir, host=spec.host)
     messages = [{"role": "system", "content": system},
                 {"role": "user", "content": opening(st, verdict, digest, attempt)}]
-    tools = Tools(ses.transport, ses.policy, timeout=ses.tool_timeout)
+    tools = Tools(ses.transport, ses.policy, timeout=ses.tool_timeout, once=ses.ops)
+    warned = False  # told once already that a relaunch would change nothing
     for step in range(1, spec.budgets.agent_steps_per_attempt + 1):
         ses.check_model(messages)
         t0 = ses.clock()
@@ -81,6 +90,10 @@ async def agent_turn(ses, attempt: int, verdict: dict, digest: str) -> str:
             ses.check_step()
             ses.activity(f"{call.name} {_short(args)}")
             res = await tools.call_tool(call)  # invalid JSON arguments come back to the model as text
+            if res.end == "relaunch" and not await ses.ledger.changed_since(attempt):
+                if warned:
+                    raise NoChange(f"the agent asked twice to relaunch attempt {attempt} without changing anything")
+                warned, res = True, ToolResult(UNCHANGED.format(n=attempt))
             ses.emit("tool", attempt=attempt, step=step, name=call.name, arguments=_short(args, 400),
                      refused=res.refused, end=res.end, summary=res.summary, output=res.output[:2000])
             messages.append({"role": "tool", "tool_call_id": call.id, "content": res.output})
@@ -88,6 +101,9 @@ async def agent_turn(ses, attempt: int, verdict: dict, digest: str) -> str:
                 return res.summary or "relaunch"
             if res.end == "give_up":
                 raise GaveUp(res.summary or "the agent gave up")
+    if not await ses.ledger.changed_since(attempt):
+        raise NoChange(f"the agent used its {spec.budgets.agent_steps_per_attempt} steps on attempt {attempt} "
+                       "without changing anything")
     ses.note(f"the agent used its {spec.budgets.agent_steps_per_attempt} steps for this attempt; relaunching")
     return "agent step limit for the attempt reached"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..analyze import Analyzer
+from ..chain import STAGES
 from ..remote.follow import Cursor, poll
 from ..remote.launch import RunHandle
 
@@ -63,9 +64,13 @@ class Logs:
         self.stages(self.an.feed(data, ts=self.ses.clock()))
 
     def stages(self, events) -> None:
+        """Announce the stages reached; the actor update only once one was healthy (the verdict
+        counts an update with a NaN loss as failed, so no view may show it passed)."""
         for ev in events:
-            if ev.kind == "stage":
+            if ev.kind == "stage" and ev.stage < len(STAGES):
                 self.on_stage(ev.stage)
+        if self.an.healthy_updates and len(STAGES) in self.an.reached:
+            self.on_stage(len(STAGES))
 
     def finish(self) -> None:
         self.stages(self.an.finish())

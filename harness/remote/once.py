@@ -1,0 +1,69 @@
+"""Commands that must not run twice, made safe to send again after a dropped connection.
+
+    ops = Ops("/w", "20261201-2130-ab12/3f9a")   # one per controller process
+    r = await transport.run(ops("git commit …"), timeout=60)   # r: the command's own result
+
+The reconnecting layer (reconnect.py) sends a call again when its connection dropped, and a
+command may have run (or still be running) on the host by then. A guarded command claims an op
+directory first (`mkdir`, atomic) and runs with its output going to files there, so a dropped
+connection neither kills it (no SIGPIPE) nor loses what it printed; its exit status is written
+last. Sent again, the same guarded text finds the directory taken and attaches instead: it waits
+for the first run and answers with that run's output and status, so the command runs once. If
+the first run ended without a status (killed), the repeat says so on stderr and exits 125. A
+repeat that is timed out kills the first run's process group (its TERM trap).
+
+Op directories live in `<workdir>/.harness/ops/<session>/` (the agent's policy keeps `.harness/`
+read-only); `Ops.clear()` empties the session's before each launch.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+INTERRUPTED = 125  # the status of a repeat whose first run ended without one
+
+GUARD = r'''
+out() { cat "$D/out" 2>/dev/null; cat "$D/err" >&2 2>/dev/null; }
+if mkdir -p "${D%/*}" && mkdir "$D" 2>/dev/null; then
+  echo $$ > "$D/pid"
+  trap 'rc=143' TERM
+  /bin/sh -c "$C" >"$D/out" 2>"$D/err" </dev/null; rc=${rc:-$?}
+  echo "$rc" > "$D/.rc" && mv -f "$D/.rc" "$D/rc"
+else
+  trap 'p=$(cat "$D/pid" 2>/dev/null); [ -n "$p" ] && { kill -TERM -"$p" 2>/dev/null || kill -TERM "$p"; }; exit 143' TERM
+  i=0
+  while [ ! -e "$D/rc" ]; do
+    p=$(cat "$D/pid" 2>/dev/null)
+    if [ -n "$p" ]; then kill -0 "$p" 2>/dev/null || break; elif [ $i -ge 100 ]; then break; fi
+    i=$((i+1)); sleep 0.1
+  done
+  if [ ! -e "$D/rc" ]; then
+    out; echo "harness: the connection dropped while this command ran, and it ended without an exit status (killed?); what it printed is above" >&2
+    exit @INTERRUPTED@
+  fi
+fi
+out; exit "$(cat "$D/rc")"
+'''.replace("@INTERRUPTED@", str(INTERRUPTED))
+
+
+def guard(cmd: str, op_dir: str) -> str:
+    """`cmd` wrapped so that sending it twice runs it once (see the module docstring)."""
+    return f"D={shlex.quote(op_dir)}; C={shlex.quote(cmd)}\n{GUARD}"
+
+
+class Ops:
+    """Op directories for one controller process: `ops(cmd)` guards `cmd` with the next one.
+    `prefix` must differ between controller processes (a killed one's directories stay until
+    `clear`) and be the same in a replay (it is recorded)."""
+
+    def __init__(self, workdir: str, session: str, process: str):
+        self.root = f"{workdir.rstrip('/')}/.harness/ops/{session}"
+        self.process, self.n = process, 0
+
+    def __call__(self, cmd: str) -> str:
+        self.n += 1
+        return guard(cmd, f"{self.root}/{self.process}-{self.n}")
+
+    def clear_command(self) -> str:
+        """The command that removes the session's op directories (none may be in use)."""
+        return f"rm -rf {shlex.quote(self.root)}"
