@@ -75,7 +75,7 @@ def message_for(ev: dict, state, seen: set) -> Message | None:
         return _msg(session, "needs a person", where + "Gave up: " + _sentence(detail or "no fix found"),
                     "failure", tail=" Next: harness report")
     if reason == "unreachable":
-        return _msg(session, "host unreachable, needs a person", where + _sentence(detail or "the host stayed unreachable"),
+        return _msg(session, "host unreachable", where + _sentence(detail or "the host stayed unreachable"),
                     "failure", tail=" Next: check the host, then harness continue")
     if reason == "error" or (reason == "stopped" and _stopped_by_error(detail)):
         return _msg(session, "stopped by an error", where + _sentence(detail or "the controller stopped on an error"),

@@ -51,6 +51,7 @@ class Sshd:
     proc: subprocess.Popen | None = None
     host_pub: str = ""
     client_key: Path = field(default=None)  # type: ignore[assignment]
+    client_pub: str = ""
     user: str = field(default_factory=lambda: os.environ.get("USER") or __import__("getpass").getuser())
 
     def start(self, client_pub: str, client_key: Path) -> "Sshd":
@@ -58,8 +59,10 @@ class Sshd:
         self.port = self.port or free_port()
         hostkey = self.root / "host_ed25519"  # kept across a restart: same host, same key
         self.host_pub = Path(f"{hostkey}.pub").read_text().strip() if hostkey.exists() else keygen(hostkey)
-        self.client_key = client_key
-        (self.root / "authorized_keys").write_text(client_pub + "\n")
+        self.client_key, self.client_pub = client_key, client_pub
+        keys = self.root / "authorized_keys"
+        if not keys.exists():  # a restart keeps what tests added (the phone's key)
+            keys.write_text(client_pub + "\n")
         Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation directory
         cfg = self.root / "sshd_config"
         cfg.write_text("\n".join([
@@ -88,6 +91,46 @@ class Sshd:
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(5)
+
+    def sshd_processes(self) -> list[int]:
+        """The listener and every sshd process under it (one or two per connection), not the
+        shells and commands those run."""
+        if self.proc is None:
+            return []
+        children: dict[int, list[int]] = {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                text = stat.read_text()
+            except OSError:
+                continue
+            fields = text.rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        out, todo = [], [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            try:
+                name = Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                continue
+            if name.startswith("sshd"):
+                out.append(pid)
+                todo += children.get(pid, [])
+        return out
+
+    def restart(self, down: float = 0.0) -> int:
+        """Kill the listener and all its session processes at once (SIGKILL: no goodbye on any
+        connection), stay down `down` seconds, start again on the same port with the same host
+        key; returns how many sshd processes were killed."""
+        pids = self.sshd_processes()
+        for pid in pids:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        self.proc.wait(5)
+        time.sleep(down)
+        self.start(self.client_pub, self.client_key)
+        return len(pids)
 
 
 @dataclass

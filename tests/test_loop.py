@@ -170,6 +170,41 @@ def test_an_infra_failure_is_cleaned_up_and_retried_without_the_model(tmp_path):
     assert processes_of(work) == []
 
 
+def test_an_infra_retry_says_what_still_holds_the_port(tmp_path):
+    """No cleanup configured and a leftover holding the port the error names (asyncio's own bind
+    error, as vLLM's and uvicorn's servers print it): each retry says who holds it and what to add."""
+    work = tmp_path / "work"
+    work.mkdir()
+    port = _free_port()
+    holder = subprocess.Popen([sys.executable, "-c", "import socket, time; s = socket.socket(); "
+                               f"s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(600)"])
+    serve = f"import asyncio; asyncio.run(asyncio.start_server(lambda r, w: None, '127.0.0.1', {port}))"
+    spec = spec_for(work, command=f"\"$PYTHON\" -c \"{serve}\"", budgets={"infra_retries": 1})
+    try:
+        wait_for_port(port)
+        ses = session(tmp_path, spec, offline=True)
+        assert asyncio.run(ses.run()) == "gave_up"
+    finally:
+        holder.kill()
+        holder.wait()
+    root = events(ses, "verdict")[0]["root"]
+    assert root["class"] == "infra" and f"('127.0.0.1', {port})" in root["text"]
+    cleanup = events(ses, "cleanup")
+    assert len(cleanup) == 1 and not cleanup[0]["ok"]
+    assert f"port {port} still in use by pid {holder.pid} ({sys.executable} -c import socket" in cleanup[0]["detail"]
+    assert "no cleanup command configured — add one to `cleanup:`" in cleanup[0]["detail"]
+
+
+def wait_for_port(port: int) -> None:
+    for _ in range(100):
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        import time
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listens on {port}")
+
+
 def test_a_known_fix_is_applied_without_the_model_and_committed(tmp_path):
     """minichain with fault 03 (token margin): the declared set_yaml fix repairs it; the ledger
     holds one commit per launch and its diff is the fix."""

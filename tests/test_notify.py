@@ -148,6 +148,9 @@ def fold(events):
     (dict(reason="gave_up", detail="the weight bridge needs a person"), "needs a person", ["weight bridge"]),
     (dict(reason="stopped", detail="error: ssh: connection lost"), "stopped by an error", ["Error: ssh: connection lost"]),
     (dict(reason="stopped", detail=""), "stopped by an error", ["error"]),
+    (dict(reason="error", detail="LedgerError: ledger git commit failed"), "stopped by an error", ["ledger git commit"]),
+    (dict(reason="unreachable", detail="box unreachable for 30m00s (connection.grace): timed out"),
+     "host unreachable", ["30m00s", "Next: check the host, then harness continue"]),
 ])
 def test_each_way_a_session_ends_has_a_message(end, title, words):
     evs = session_events(end)

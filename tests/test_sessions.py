@@ -153,6 +153,53 @@ def test_nightly_exit_codes_and_no_overlap(tmp_path):
         os.close(fd)
 
 
+REFUSED = ["report --md {evil}", "report --html={evil}", "report x --md {evil}", "logs ../../../etc/passwd",
+           "status /etc/passwd", "continue --fg", "status; touch {evil}", "$(touch {evil})", "sessions x",
+           "export {sid} {evil}", "run {evil}", "stop --keep-run=1", "status -- x", "logs {sid} {sid}"]
+
+
+def test_the_phone_key_can_do_what_it_says_and_nothing_more(ssh_lab, tmp_path):
+    """The README's authorized_keys line, over the real sshd: each refused form writes nothing and
+    says what is allowed; `continue` gets the model's key from the 0600 env file, never the line."""
+    home, cfg = tmp_path / "home", tmp_path / "config"
+    spec = minichain_fault03(tmp_path)
+    spec.write_text(spec.read_text() + "model: {base_url: 'http://127.0.0.1:9/v1', name: m, api_key_env: PHONE_TEST_KEY}\n")
+    r = harness("run", str(spec), "--offline", home=home)
+    assert "budget:relaunches" in r.stdout, r.stdout + r.stderr
+    sid = r.stdout.split()[1]
+    key = tmp_path / "phone_key"
+    pub = keygen(key)
+    keys = ssh_lab.servers["box"].root / "authorized_keys"
+    saved = keys.read_text()
+    keys.write_text(saved + f'command="HARNESS_HOME={home} XDG_CONFIG_HOME={cfg} {HARNESS} phone",restrict {pub}\n')
+
+    def ssh(words: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["ssh", "-F", str(ssh_lab.ssh_config), "-i", str(key), "-o", "IdentitiesOnly=yes",
+                               "-o", "BatchMode=yes", "box", words], capture_output=True, text=True, timeout=60)
+    evil = tmp_path / "evil"
+    try:
+        for form in REFUSED:
+            r = ssh(form.format(evil=evil, sid=sid))
+            assert r.returncode == 2 and "not allowed" in r.stderr and len(r.stderr.splitlines()) == 1, (form, r.stderr)
+            assert not evil.exists(), form
+        assert ssh(f"report {sid}").stdout.startswith(f"# harness session {sid}")
+        no_key = ssh(f"continue {sid}")  # the controller would have no key: said at once, nothing started
+        assert no_key.returncode == 2 and "PHONE_TEST_KEY" in no_key.stderr, no_key.stdout + no_key.stderr
+        env_file = cfg / "harness" / "env"
+        env_file.parent.mkdir(parents=True)
+        env_file.write_text("# keys for the phone's continue\nexport PHONE_TEST_KEY='k-123'\n")
+        env_file.chmod(0o644)
+        loose = ssh(f"continue {sid}")
+        assert loose.returncode == 2 and f"chmod 600 {env_file}" in loose.stderr
+        env_file.chmod(0o600)
+        cont = ssh(f"continue {sid}")
+        assert cont.returncode == 0 and f"continuing {sid}" in cont.stdout, cont.stdout + cont.stderr
+        wait_for(lambda: [e["type"] for e in journal(home, sid)].count("end") == 2, "the session to end again")
+    finally:
+        keys.write_text(saved)
+    assert "k-123" not in keys.read_text() + "".join(p.read_text(errors="replace") for p in home.rglob("*") if p.is_file())
+
+
 @pytest.mark.parametrize("cmd", ["report", "sessions"])
 def test_phone_allows_only_its_commands_locally(tmp_path, cmd):
     env = dict(os.environ, HARNESS_HOME=str(tmp_path), SSH_ORIGINAL_COMMAND="reboot now")

@@ -24,7 +24,9 @@ INTERRUPTED = 125  # the status of a repeat whose first run ended without one
 
 GUARD = r'''
 out() { cat "$D/out" 2>/dev/null; cat "$D/err" >&2 2>/dev/null; }
-if mkdir -p "${D%/*}" && mkdir "$D" 2>/dev/null; then
+# no place for the record (the workdir is missing or read-only): run the command as it is
+{ [ -d "$B" ] && mkdir -p "${D%/*}" 2>/dev/null; } || exec /bin/sh -c "$C" </dev/null
+if mkdir "$D" 2>/dev/null; then
   echo $$ > "$D/pid"
   trap 'rc=143' TERM
   /bin/sh -c "$C" >"$D/out" 2>"$D/err" </dev/null; rc=${rc:-$?}
@@ -46,9 +48,11 @@ out; exit "$(cat "$D/rc")"
 '''.replace("@INTERRUPTED@", str(INTERRUPTED))
 
 
-def guard(cmd: str, op_dir: str) -> str:
-    """`cmd` wrapped so that sending it twice runs it once (see the module docstring)."""
-    return f"D={shlex.quote(op_dir)}; C={shlex.quote(cmd)}\n{GUARD}"
+def guard(cmd: str, op_dir: str, base: str) -> str:
+    """`cmd` wrapped so that sending it twice runs it once (see the module docstring). The
+    record is kept in `op_dir`, under `base` (the workdir), which is never created: without it
+    the command runs unguarded and fails (or not) on its own."""
+    return f"B={shlex.quote(base)}; D={shlex.quote(op_dir)}; C={shlex.quote(cmd)}\n{GUARD}"
 
 
 class Ops:
@@ -57,12 +61,13 @@ class Ops:
     `clear`) and be the same in a replay (it is recorded)."""
 
     def __init__(self, workdir: str, session: str, process: str):
-        self.root = f"{workdir.rstrip('/')}/.harness/ops/{session}"
+        self.workdir = workdir.rstrip("/") or "/"
+        self.root = f"{self.workdir.rstrip('/')}/.harness/ops/{session}"
         self.process, self.n = process, 0
 
     def __call__(self, cmd: str) -> str:
         self.n += 1
-        return guard(cmd, f"{self.root}/{self.process}-{self.n}")
+        return guard(cmd, f"{self.root}/{self.process}-{self.n}", self.workdir)
 
     def clear_command(self) -> str:
         """The command that removes the session's op directories (none may be in use)."""

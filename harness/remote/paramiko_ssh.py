@@ -129,8 +129,29 @@ def _dial(spec: HostSpec, config: paramiko.SSHConfig, token: str, via, clients: 
     except _NET as e:
         raise ConnectionLost(f"cannot connect to {where}{' through its ProxyJump' if via else ''}: {_line(e)}; "
                              f"check that the host is up and its HostName, Port and ProxyJump in {cfg}") from None
-    client.get_transport().set_keepalive(max(1, round(spec.keepalive)))
+    threading.Thread(target=_keepalive, args=(client.get_transport(), spec.keepalive), daemon=True,
+                     name=f"harness-keepalive-{alias}").start()
     return client
+
+
+def _keepalive(transport: paramiko.Transport, interval: float, misses: int = 3) -> None:
+    """asyncssh's keepalive for paramiko, whose own (`set_keepalive`) never waits for an answer:
+    every `interval` s a `keepalive@openssh.com` request that wants a reply (sshd answers it with
+    a failure, which is an answer). Traffic keeps an idle NAT mapping open; no answer within
+    `misses` intervals closes the transport, so every call fails as a lost connection at once
+    instead of hanging on a dead link."""
+    while transport.is_active():
+        time.sleep(interval)
+        answered = threading.Event()
+
+        def ask():
+            with contextlib.suppress(Exception):
+                transport.global_request("keepalive@openssh.com", wait=True)
+            answered.set()
+        threading.Thread(target=ask, daemon=True).start()
+        if not answered.wait(interval * misses) and transport.is_active():
+            transport.close()
+            return
 
 
 class _Frame:

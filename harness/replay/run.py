@@ -140,6 +140,9 @@ async def _one_process(spec, directory: Path, start: dict, calls: list[dict], re
     except asyncio.CancelledError:  # a recorded stop, raised at the call it was recorded in
         if not (end and end["reason"] == "stopped"):
             raise
+    except Exception:  # a recorded controller error (a model refusing, a ledger failing), raised again
+        if not (end and end["reason"] == "error"):
+            raise
     finally:
         ses.journal.close()
     return [e for e in ses.journal.events() if e["seq"] > start["journal_seq"]], tape
