@@ -91,3 +91,10 @@ class JournalError(HarnessError):
 
 class LedgerError(HarnessError):
     """A git command of the shadow ledger failed on the host, or git is not installed there."""
+
+
+def one_line(e: BaseException) -> str:
+    """An exception as one line for a journal or a terminal: ours by their message (they are
+    written for the operator), anything else with its type (a bug, or a library's error)."""
+    text = " ".join(str(e).split())
+    return (text if isinstance(e, HarnessError) else f"{type(e).__name__}: {text}")[:500]

@@ -13,7 +13,8 @@ the first run ended without a status (killed), the repeat says so on stderr and 
 repeat that is timed out kills the first run's process group (its TERM trap).
 
 Op directories live in `<workdir>/.harness/ops/<session>/` (the agent's policy keeps `.harness/`
-read-only); `Ops.clear()` empties the session's before each launch.
+read-only); each guarded command removes the record of the one before it (whose answer has
+arrived), and `Ops.clear_command()` the session's at its end.
 """
 
 from __future__ import annotations
@@ -23,36 +24,39 @@ import shlex
 INTERRUPTED = 125  # the status of a repeat whose first run ended without one
 
 GUARD = r'''
-out() { cat "$D/out" 2>/dev/null; cat "$D/err" >&2 2>/dev/null; }
+out() { [ ! -s "$D/out" ] || cat "$D/out"; [ ! -s "$D/err" ] || cat "$D/err" >&2; }
+[ -z "$P" ] || rm -rf "$P"
 # no place for the record (the workdir is missing or read-only): run the command as it is
-{ [ -d "$B" ] && mkdir -p "${D%/*}" 2>/dev/null; } || exec /bin/sh -c "$C" </dev/null
+{ [ -d "$B" ] && { [ -d "${D%/*}" ] || mkdir -p "${D%/*}" 2>/dev/null; }; } || exec /bin/sh -c "$C" </dev/null
 if mkdir "$D" 2>/dev/null; then
   echo $$ > "$D/pid"
   trap 'rc=143' TERM
   /bin/sh -c "$C" >"$D/out" 2>"$D/err" </dev/null; rc=${rc:-$?}
-  echo "$rc" > "$D/.rc" && mv -f "$D/.rc" "$D/rc"
+  echo "$rc" > "$D/rc"
 else
   trap 'p=$(cat "$D/pid" 2>/dev/null); [ -n "$p" ] && { kill -TERM -"$p" 2>/dev/null || kill -TERM "$p"; }; exit 143' TERM
   i=0
-  while [ ! -e "$D/rc" ]; do
-    p=$(cat "$D/pid" 2>/dev/null)
+  while [ ! -s "$D/rc" ]; do
+    p=; [ ! -s "$D/pid" ] || read -r p < "$D/pid"
     if [ -n "$p" ]; then kill -0 "$p" 2>/dev/null || break; elif [ $i -ge 100 ]; then break; fi
     i=$((i+1)); sleep 0.1
   done
-  if [ ! -e "$D/rc" ]; then
+  if [ ! -s "$D/rc" ]; then
     out; echo "harness: the connection dropped while this command ran, and it ended without an exit status (killed?); what it printed is above" >&2
     exit @INTERRUPTED@
   fi
+  read -r rc < "$D/rc"
 fi
-out; exit "$(cat "$D/rc")"
+out; exit "$rc"
 '''.replace("@INTERRUPTED@", str(INTERRUPTED))
 
 
-def guard(cmd: str, op_dir: str, base: str) -> str:
+def guard(cmd: str, op_dir: str, base: str, done: str = "") -> str:
     """`cmd` wrapped so that sending it twice runs it once (see the module docstring). The
     record is kept in `op_dir`, under `base` (the workdir), which is never created: without it
-    the command runs unguarded and fails (or not) on its own."""
-    return f"B={shlex.quote(base)}; D={shlex.quote(op_dir)}; C={shlex.quote(cmd)}\n{GUARD}"
+    the command runs unguarded and fails (or not) on its own. `done`: the record of an earlier
+    command whose answer has arrived, removed first."""
+    return f"B={shlex.quote(base)}; D={shlex.quote(op_dir)}; P={shlex.quote(done)}; C={shlex.quote(cmd)}\n{GUARD}"
 
 
 class Ops:
@@ -66,8 +70,11 @@ class Ops:
         self.process, self.n = process, 0
 
     def __call__(self, cmd: str) -> str:
+        """The guarded `cmd`. Guarded commands are sent one at a time, so the one before has its
+        answer by now and its record is removed in the same round trip."""
         self.n += 1
-        return guard(cmd, f"{self.root}/{self.process}-{self.n}", self.workdir)
+        done = f"{self.root}/{self.process}-{self.n - 1}" if self.n > 1 else ""
+        return guard(cmd, f"{self.root}/{self.process}-{self.n}", self.workdir, done)
 
     def clear_command(self) -> str:
         """The command that removes the session's op directories (none may be in use)."""

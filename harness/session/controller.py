@@ -14,6 +14,7 @@ remote/reconnect.py): a dropped connection is waited out, not raised.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import secrets
 import time
@@ -22,14 +23,14 @@ from pathlib import Path
 from ..agent.policy import Policy
 from ..analyze import Analyzer, build_digest
 from ..chain import STAGES
-from ..errors import HostUnreachable
+from ..errors import HostUnreachable, one_line
 from ..playbook import load_playbook
 from ..remote.launch import Launcher, RunActive, RunHandle
 from ..remote.once import Ops
 from ..remote.reconnect import Reconnecting
 from .journal import Journal
 from .ledger import Ledger
-from .progress import fingerprint, model_blocked, relaunch_blocked, running_over, stuck
+from .progress import commit_message, fingerprint, model_blocked, relaunch_blocked, running_over, stuck
 from .respond import BudgetOver, SessionEnd, Stuck, respond
 from .state import State, apply
 from .watch import Watch, watch
@@ -129,12 +130,12 @@ class Session:
         except SessionEnd as end:
             reason, detail = end.reason, str(end)
         except HostUnreachable as e:
-            reason, detail = "unreachable", _line(e)
+            reason, detail = "unreachable", one_line(e)
         except (asyncio.CancelledError, KeyboardInterrupt):
             reason, detail = "stopped", self.stop_detail
             raise
         except Exception as e:
-            reason, detail = "error", _line(e)
+            reason, detail = "error", one_line(e)
             raise
         finally:
             await self._finish(reason, detail)
@@ -195,7 +196,7 @@ class Session:
         ev = self._verdict(n, before, w, an, t0)
         if not (w.reason == "passed" and spec.keep_run):
             await self._stop_live()
-        await self.ledger.annotate(n, _commit_message(self.session, n, before, ev))
+        await self.ledger.annotate(n, commit_message(self.session, n, before, ev))
         if w.reason == "passed":
             raise Passed(f"the chain passed on attempt {n}")
         if w.reason.startswith("budget:"):
@@ -243,8 +244,7 @@ class Session:
 
     async def _launch(self, n: int, run_id: str, before: dict | None) -> RunHandle:
         st, spec = self.state, self.spec
-        sha = await self.ledger.snapshot(n, _commit_message(self.session, n, before, None))
-        await self.transport.run(self.ops.clear_command(), timeout=60)  # the last attempt's op records
+        sha = await self.ledger.snapshot(n, commit_message(self.session, n, before, None))
         env = spec.launch.env | st.env
         unset = [x for x in dict.fromkeys([*spec.launch.unset, *st.unset]) if x not in env]
         self.activity(f"launching attempt {n}")
@@ -277,26 +277,9 @@ class Session:
         try:
             await self._stop_live(keep=kept)
         except Exception as e:  # noqa: BLE001 - the end must be written whatever stopping did
-            detail += f"; stopping the run failed: {_line(e)}"
+            detail += f"; stopping the run failed: {one_line(e)}"
+        if reason != "unreachable":
+            with contextlib.suppress(Exception):  # housekeeping: the guarded commands' records
+                await self.transport.run(self.ops.clear_command(), timeout=60)
         self.emit("end", reason=reason, detail=detail, kept_run=kept,
                   left_run=left and {"run_id": left.run_id, "pid": left.pid})
-
-
-def _line(e: BaseException) -> str:
-    """An exception as one line: ours by their message, anything else with its type."""
-    from ..errors import HarnessError
-
-    text = " ".join(str(e).split())
-    return (text if isinstance(e, HarnessError) else f"{type(e).__name__}: {text}")[:500]
-
-
-def _commit_message(session: str, n: int, before: dict | None, after: dict | None) -> str:
-    def where(v):
-        if v is None:
-            return "first run"
-        return v["outcome"] + (f" at {STAGES[v['failed_stage'] - 1]}" if v.get("failed_stage") else "")
-    head = f"harness {session} attempt {n}: {where(before)} -> {where(after) if after else 'running'}"
-    body = [f"before: {before['fingerprint']} {(before.get('root') or {}).get('text', '')[:200]}" if before else "before: first run"]
-    if after:
-        body.append(f"after: {after['fingerprint']} {(after.get('root') or {}).get('text', '')[:200]}")
-    return head + "\n\n" + "\n".join(body) + "\n"

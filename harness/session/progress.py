@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+from ..chain import STAGES
 from .state import State
 
 # Order matters: paths whole (they hold numbers), then numbers — decimals and exponents whole, so
@@ -94,3 +95,16 @@ def running_over(st: State, budgets, devices: int, now: float, run_started: floa
             (st.used("accel_seconds") + devices * (now - run_started)) / 3600 > budgets.accelerator_hours:
         return "accelerator_hours"
     return None
+
+
+def commit_message(session: str, n: int, before: dict | None, after: dict | None) -> str:
+    """The ledger commit message of attempt n: where it started from and where it got."""
+    def where(v):
+        if v is None:
+            return "first run"
+        return v["outcome"] + (f" at {STAGES[v['failed_stage'] - 1]}" if v.get("failed_stage") else "")
+    head = f"harness {session} attempt {n}: {where(before)} -> {where(after) if after else 'running'}"
+    body = [f"before: {before['fingerprint']} {(before.get('root') or {}).get('text', '')[:200]}" if before else "before: first run"]
+    if after:
+        body.append(f"after: {after['fingerprint']} {(after.get('root') or {}).get('text', '')[:200]}")
+    return head + "\n\n" + "\n".join(body) + "\n"
