@@ -158,6 +158,7 @@ def install_stop(ses, directory: Path, foreground: bool = False) -> None:
 
     def stop():
         req = (directory / STOP).read_text().strip() if (directory / STOP).exists() else ""
+        (directory / STOP).unlink(missing_ok=True)  # consumed: a later signal is not this request
         ses.keep_on_stop = req == "keep-run"
         ses.stop_detail = "stopped by `harness stop`" if req else "stopped by SIGTERM"
         task.cancel()

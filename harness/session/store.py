@@ -42,12 +42,10 @@ def find_session(name: str | None, eligible=None) -> Path:
         if not _ID.match(name) or not (root / name / "journal.jsonl").is_file():
             raise BadInput(f"no session {name!r} in {root}; `harness sessions` lists them")
         return root / name
-    found = latest_first(root)
-    if eligible is not None:
-        found = [d for d in found if eligible(d)]
-    if not found:
+    found = next((d for d in latest_first(root) if eligible is None or eligible(d)), None)
+    if found is None:
         raise BadInput(f"no sessions in {root} yet; start one with `harness run harness.yaml`")
-    return found[0]
+    return found
 
 
 def latest_first(root: Path) -> list[Path]:
