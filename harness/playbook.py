@@ -95,6 +95,27 @@ class StageHint(Pattern):
     stage: Stage
 
 
+class StageWords(_Model):
+    """Words of the names on a failing call path — a frame's function, a Ray method, their module
+    or class — that say which stage the call does (`compute_log_prob` → training_data). A phrase
+    is words joined by `_`; names are split at `_` and camelCase, lower-cased, and a phrase
+    matches consecutive words. The longest phrase of the innermost name that has one wins."""
+
+    id: str
+    stage: Stage
+    words: list[str] = Field(min_length=1)
+    weak: bool = False  # set-up words: they count only when no other stage word is on the path
+    evidence: str = Field(min_length=1)
+
+
+class CategoryFamily(Pattern):
+    """A family of errors across frameworks (`out of memory` in any wording → oom): the category
+    of an error no signature names, from its exception type or its message (the first family
+    whose regex matches either wins; none: `other`)."""
+
+    category: Category
+
+
 class MetricRule(_Model):
     """A metric value that makes an update unhealthy or a result wrong."""
 
@@ -122,6 +143,9 @@ class PlaybookFile(_Model):
     signatures: list[Signature] = []
     noise: list[Pattern] = []
     stage_hints: list[StageHint] = []
+    stage_words: list[StageWords] = []
+    plumbing: list[Pattern] = []  # frames (by file) that only relay a call: no stage is read from them
+    categories: list[CategoryFamily] = []  # frames (by file) that only relay a call: no stage is read from them
     metric_lines: list[Pattern] = []
     metrics: dict[str, list[str]] = {}
     metric_rules: list[MetricRule] = []
@@ -205,6 +229,7 @@ def merge(files: list[PlaybookFile], name: str) -> PlaybookFile:
         extends=[f.name for f in files[:-1]], detect=files[-1].detect if files else [],
         prefixes=cat("prefixes"), stages={s: stages[s] for s in STAGES if s in stages},
         signatures=cat("signatures"), noise=cat("noise"), stage_hints=cat("stage_hints"),
+        stage_words=cat("stage_words"), plumbing=cat("plumbing"), categories=cat("categories"),
         metric_lines=cat("metric_lines"), metrics=metrics, metric_rules=cat("metric_rules"))
 
 
@@ -231,6 +256,9 @@ class Playbook:
     prefixes: list[re.Pattern]
     match: Matchers  # groups: marker -> (stage no, Pattern), signature, noise, metric_line
     stage_hints: list[tuple[StageHint, re.Pattern]]
+    stage_words: list[tuple[tuple[str, ...], int, bool]] = field(default_factory=list)  # phrase, stage, weak; longest first
+    plumbing: re.Pattern | None = None
+    categories: list[tuple[str, re.Pattern]] = field(default_factory=list)  # (category, regex), in order
     metric_keys: dict[str, re.Pattern] = field(default_factory=dict)
     timeouts: dict[int, float] = field(default_factory=dict)
 
@@ -247,6 +275,15 @@ class Playbook:
         return pats
 
 
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def name_words(name: str) -> tuple[str, ...]:
+    """A code name as lower-case words: `DTensorPolicyWorkerV2.get_logprobs` → (d, tensor,
+    policy, worker, v, 2, get, logprobs); `__init__` → (init,)."""
+    return tuple(w.lower() for part in re.split(r"[_\W]+", name) for w in _CAMEL.findall(part))
+
+
 def compile_playbook(pb: PlaybookFile) -> Playbook:
     stage_no = {s: i + 1 for i, s in enumerate(STAGES)}
     return Playbook(
@@ -258,6 +295,10 @@ def compile_playbook(pb: PlaybookFile) -> Playbook:
             "noise": [(n, n.regex) for n in pb.noise],
             "metric_line": [(m, m.regex) for m in pb.metric_lines]}),
         stage_hints=[(h, re.compile(h.regex)) for h in pb.stage_hints],
+        stage_words=sorted(((name_words(w), stage_no[sw.stage], sw.weak) for sw in pb.stage_words for w in sw.words),
+                           key=lambda x: -len(x[0])),
+        plumbing=re.compile("|".join(f"(?:{p.regex})" for p in pb.plumbing)) if pb.plumbing else None,
+        categories=[(c.category, re.compile(c.regex)) for c in pb.categories],
         metric_keys={k: re.compile("|".join(f"(?:{x})" for x in keys)) for k, keys in pb.metrics.items() if keys},
         timeouts={stage_no[s]: spec.timeout for s, spec in pb.stages.items() if spec.timeout},
     )

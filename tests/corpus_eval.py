@@ -1,12 +1,18 @@
-"""Score the analyzer on the labelled real-world corpus in ../shared/corpus/realworld*.
+"""Score the analyzer on the labelled real-world corpora: ../shared/corpus/realworld, realworld2,
+realworld3 and the cases collected for this repository in tests/corpus/realworld4.
 
-Run `python tests/corpus_eval.py` for the table the README quotes; tests/test_corpus.py holds
-the floors. Scoring, per case (no file is special-cased anywhere):
+    python tests/corpus_eval.py            # the per-case table and the shares per split
+    python tests/corpus_eval.py --lofo     # leave-one-framework-out: each framework's cases scored
+                                           # with every playbook entry whose only evidence is that
+                                           # framework's own corpus cases taken out
+
+Scoring, per case (no file is special-cased anywhere):
 - failed_stage: equal to the label (null equals null);
 - category: root_cause.category equal to the label (a pass has no root cause: counts when the
   label is `other`);
 - in digest: the labelled root-cause line appears in the digest (whitespace-normalised);
 - chosen: it appears in root_cause.text — for a pass, in the evidence of the last passed stage.
+tests/test_corpus.py holds the floors.
 """
 
 from __future__ import annotations
@@ -14,21 +20,25 @@ from __future__ import annotations
 import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("HARNESS_SHARED", ROOT.parent / "shared"))
-CORPORA = ("realworld", "realworld2")
+CORPORA = {"realworld": SHARED / "corpus" / "realworld", "realworld2": SHARED / "corpus" / "realworld2",
+           "realworld3": SHARED / "corpus" / "realworld3", "realworld4": ROOT / "tests" / "corpus" / "realworld4"}
+KEYS = ("stage", "category", "digest", "chosen", "outcome")
+_REF = re.compile(r"corpus/(realworld\d?)/(\d+)")
 
 
-def cases() -> list[dict]:
+def cases(names=CORPORA) -> list[dict]:
     out = []
-    for name in CORPORA:
-        d = SHARED / "corpus" / name
-        if (d / "cases.yaml").is_file():
-            for c in yaml.safe_load((d / "cases.yaml").read_text()):
+    for name in names:
+        d = CORPORA[name]
+        for f in sorted(d.glob("cases*.yaml")) if d.is_dir() else []:
+            for c in yaml.safe_load(f.read_text()) or []:
                 out.append(c | {"path": d / c["file"], "corpus": name})
     return out
 
@@ -55,24 +65,109 @@ def score(case: dict, verdict: dict) -> dict:
     }
 
 
-def evaluate() -> list[tuple[dict, dict, dict]]:
+def evaluate(selected: list[dict] | None = None, playbooks: Path | None = None) -> list[tuple[dict, dict, dict]]:
+    """(case, verdict, score) per case; with `playbooks`, a directory of playbook files used
+    instead of the shipped ones (the detected playbook's name is looked up there)."""
     from harness.analyze import analyze_file, build_digest
+    from harness.playbook import compile_playbook, load_merged
 
     rows = []
-    for case in cases():
+    for case in cases() if selected is None else selected:
         verdict, an = analyze_file(case["path"])
+        if playbooks is not None:
+            pb = compile_playbook(load_merged(str(playbooks / f"{verdict['playbook']}.yaml"))) \
+                if verdict["playbook"] != "union" else _union(playbooks)
+            verdict, an = analyze_file(case["path"], pb)
         verdict["digest"] = build_digest(verdict, an)
         rows.append((case, verdict, score(case, verdict)))
     return rows
 
 
+def _union(playbooks: Path):
+    from harness.playbook import compile_playbook, merge, read_file
+
+    files = {}
+    for p in sorted(playbooks.glob("*.yaml")):
+        files[p.stem] = read_file(p)
+    order: list = []
+
+    def add(name):
+        pb = files[name]
+        for parent in pb.extends:
+            add(parent)
+        if pb not in order:
+            order.append(pb)
+    for name in files:
+        add(name)
+    return compile_playbook(merge(order, "union"))
+
+
 def shares(rows) -> dict[str, float]:
-    keys = ("stage", "category", "digest", "chosen", "outcome")
-    return {k: sum(r[2][k] for r in rows) / len(rows) for k in keys} if rows else {}
+    return {k: sum(r[2][k] for r in rows) / len(rows) for k in KEYS} if rows else {}
+
+
+def frameworks() -> dict[tuple[str, int], str]:
+    """(corpus, id) -> framework, for every labelled case."""
+    return {(c["corpus"], int(c["id"])): str(c.get("framework") or "?") for c in cases()}
+
+
+def without(framework: str, dest: Path) -> int:
+    """Copies of the shipped playbooks in `dest` without the entries whose only evidence is
+    `framework`'s own corpus cases; returns how many entries were left out."""
+    from harness.playbook import shipped_dir
+
+    owner, dropped = frameworks(), 0
+
+    def only_theirs(entry) -> bool:
+        ev = str(entry.get("evidence") or "") if isinstance(entry, dict) else ""
+        refs = _REF.findall(ev)
+        rest = _REF.sub("", ev)
+        rest = re.sub(r"[\s,;()]|\band\b", "", re.sub(r"\([^)]*\)", "", rest))
+        return bool(refs) and not rest and all(owner.get((c, int(n))) == framework for c, n in refs)
+
+    for src in shipped_dir().glob("*.yaml"):
+        data = yaml.safe_load(src.read_text())
+        for key in ("signatures", "noise", "stage_hints", "metric_lines", "metric_rules", "prefixes", "detect"):
+            if isinstance(data.get(key), list):
+                kept = [e for e in data[key] if not only_theirs(e)]
+                dropped += len(data[key]) - len(kept)
+                data[key] = kept
+        for spec in (data.get("stages") or {}).values():
+            kept = [m for m in spec.get("markers", []) if not only_theirs(m)]
+            dropped += len(spec.get("markers", [])) - len(kept)
+            spec["markers"] = kept
+        (dest / src.name).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    return dropped
+
+
+def lofo() -> dict[str, tuple[int, int, dict]]:
+    """framework -> (cases, entries left out, shares with them left out)."""
+    out = {}
+    by_fw: dict[str, list[dict]] = {}
+    for c in cases():
+        by_fw.setdefault(str(c.get("framework") or "?"), []).append(c)
+    for fw, mine in sorted(by_fw.items()):
+        with tempfile.TemporaryDirectory() as tmp:
+            dropped = without(fw, Path(tmp))
+            out[fw] = (len(mine), dropped, shares(evaluate(mine, Path(tmp))))
+    return out
+
+
+def _pct(d: dict) -> str:
+    return " ".join(f"{k} {v:4.0%}" for k, v in d.items())
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
+    if "--lofo" in sys.argv:
+        all_rows = []
+        for fw, (n, dropped, s) in lofo().items():
+            print(f"{fw:>14}  {n:3} cases  {dropped:3} entries out  {_pct(s)}")
+            all_rows.append((n, s))
+        total = sum(n for n, _ in all_rows)
+        print(f"{'all':>14}  {total:3} cases               " +
+              _pct({k: sum(n * s[k] for n, s in all_rows) / total for k in KEYS}))
+        sys.exit(0)
     rows = evaluate()
     for case, v, s in rows:
         bad = [k for k, ok in s.items() if not ok]
@@ -80,4 +175,8 @@ if __name__ == "__main__":
         print(f"{case['id']:>4} {'ok ' if not bad else 'BAD'} {','.join(bad):<28} "
               f"stage {v['failed_stage']}/{case['failed_stage']} cat {rc.get('category')}/{case['category']} "
               f"out {v['outcome']}/{case['outcome']} | {(rc.get('text') or '')[:70]}")
-    print({k: f"{x:.0%}" for k, x in shares(rows).items()}, f"over {len(rows)} cases")
+    for name in CORPORA:
+        mine = [r for r in rows if r[0]["corpus"] == name]
+        if mine:
+            print(f"{name:>11}  {len(mine):3} cases  {_pct(shares(mine))}")
+    print(f"{'all':>11}  {len(rows):3} cases  {_pct(shares(rows))}")

@@ -20,6 +20,9 @@ signatures:
   - {id: watchdog, regex: 'Watchdog caught collective operation timeout', category: distributed_comm_hang, role: downstream, outcome: hang, evidence: t}
   - {id: hccp, regex: 'EJ0001: .*Failed to initialize the HCCP process', category: device_runtime_error, class: infra, priority: 20, evidence: t, fix: {kind: cleanup_retry}}
   - {id: npu_hdr, regex: '\[ERROR\] [\d:-]+ \(PID:\d+, Device:\d+, RankID:\d+\) ERR\d{5}', category: device_runtime_error, role: wrapper, evidence: t}
+categories:
+  - {id: fam_timeout, regex: 'TimeoutError|timed out', category: timeout, evidence: t}
+  - {id: fam_config, regex: 'not compatible with', category: config_mismatch, evidence: t}
 stage_hints:
   - {id: gen, regex: '(?:in |\.)(?:actor_rollout_)?generate_sequences(?:\(\))?$', stage: trajectory, evidence: t}
   - {id: logp, regex: 'in compute_log_prob$', stage: training_data, evidence: t}
@@ -88,8 +91,22 @@ def test_wrapper_is_not_the_root_cause_inner_exception_is(pb):
         '(TaskRunner pid=1) ValueError: bad prompt\n')
     v, _ = run(pb, log)
     assert v["root_cause"]["text"] == "ValueError: bad prompt"
-    assert v["root_cause"]["category"] == "config_mismatch"  # fallback from the exception type
+    assert v["root_cause"]["category"] == "other"  # a bare ValueError is in no family: not a guess
     assert v["failed_stage"] == 4
+
+
+def test_an_unmatched_error_gets_the_category_of_its_family():
+    """No signature names it: the playbook's error families reason from the type and message."""
+    p = load_playbook("base")
+    for line, category in [("ValueError: GRPO with vLLM is not compatible with `device_map`", "config_mismatch"),
+                           ("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB", "oom"),
+                           ("KeyError: 'model.layers.3.mlp.gate_proj.weight'", "weight_mapping"),
+                           ("KeyError: 'ground_truth'", "data_format"),
+                           ("TypeError: generate() got an unexpected keyword argument 'use_tqdm'", "version_incompat"),
+                           ("AttributeError: 'NoneType' object has no attribute 'shape'", "other"),
+                           ("ZeroDivisionError: division by zero", "other")]:
+        v, _ = run(p, f"Traceback (most recent call last):\n  File \"/x/a.py\", line 1, in main\n{line}\n")
+        assert (line, v["root_cause"]["category"]) == (line, category)
 
 
 def test_only_a_wrapper_is_chosen_when_nothing_else_is_there(pb):

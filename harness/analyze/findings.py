@@ -11,6 +11,7 @@ from ..chain import STAGE_NO
 from ..playbook import MetricRule, Playbook, Signature
 from ..redact import redact
 from .blocks import FRAME, Block
+from .callpath import call_path_stage
 from .lines import Line, canonical
 
 ROLE_ORDER = {"cause": 0, "downstream": 1, "wrapper": 2}
@@ -62,10 +63,11 @@ def _hint_stage(pb: Playbook, names: list[str]) -> int | None:
     return None
 
 
-def _make(line_no: int, text: str, sig: Signature | None, exc: str, procs: set[str], count: int) -> Finding:
-    category = sig.category if sig else fallback_category(exc, text)
+def _make(pb: Playbook, line_no: int, text: str, sig: Signature | None, exc: str, procs: set[str],
+          count: int) -> Finding:
+    category = sig.category if sig else fallback_category(pb, exc, text)
     if sig is not None and sig.role == "wrapper" and exc:  # a wrapper says little; what it wraps says more
-        inner = fallback_category(exc, "")
+        inner = fallback_category(pb, exc, "")
         category = inner if inner != "other" else category
     return Finding(
         key=f"{category}|{canonical(text)}", line_no=line_no, text=text, category=category,
@@ -76,9 +78,10 @@ def _make(line_no: int, text: str, sig: Signature | None, exc: str, procs: set[s
 
 
 def finding_from_line(line: Line, sigs: list[Signature], pb: Playbook, context: list[str]) -> Finding:
-    f = _make(line.no, line.text, _best(sigs), "", {line.proc}, line.repeat)
+    f = _make(pb, line.no, line.text, _best(sigs), "", {line.proc}, line.repeat)
     if f.stage is None:
-        f.stage = _hint_stage(pb, [line.actor] if line.actor else [])
+        names = [line.actor] if line.actor else []
+        f.stage = _hint_stage(pb, names) or call_path_stage(pb, names)
     f.lines, f.context = [line.text], context
     return f
 
@@ -115,12 +118,14 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     else:
         line, sig = zone[0][0], _best(zone[0][1])
     exc = (seg.inner_type or seg.exc_type) if seg else ""
-    f = _make(line.no, line.text, sig, exc, {blk.proc}, max((ln.repeat for ln in blk.lines), default=1))
-    if f.stage is None:  # innermost frame of the root's own traceback, Ray methods, other frames, the process
-        own = seg.frames if seg else []
-        f.stage = _hint_stage(pb, own) or _hint_stage(pb, blk.methods) or _hint_stage(
-            pb, [fr for s in blk.segments for fr in s.frames]) or _hint_stage(
-            pb, list(dict.fromkeys(ln.actor for ln in blk.lines if ln.actor)))
+    f = _make(pb, line.no, line.text, sig, exc, {blk.proc}, max((ln.repeat for ln in blk.lines), default=1))
+    if f.stage is None:  # the root's own traceback, the Ray methods, other frames, the process: for
+        own = seg.frames if seg else []  # each, a stage hint of the playbook, else the call path's words
+        for names in (own, blk.methods, [fr for s in blk.segments for fr in s.frames],
+                      list(dict.fromkeys(ln.actor for ln in blk.lines if ln.actor))):
+            if (stage := _hint_stage(pb, names) or call_path_stage(pb, names)) is not None:
+                f.stage = stage
+                break
     if seg is not None and line.no == seg.exc_no and line.text == seg.exc_type and seg.frames:
         f.text = f"{line.text} (at {seg.frames[-1].strip()})"  # a bare exception: say where it was raised
     f.lines, f.context = [ln.text for ln in blk.lines], blk.context
@@ -135,22 +140,11 @@ def metric_finding(line: Line, rule: MetricRule, value: float, context: list[str
                    context=context)
 
 
-_FALLBACK = [
-    (re.compile(r"ModuleNotFoundError|ImportError|undefined symbol|has no attribute '\w+'.*module|"
-                r"module '[\w.]+' has no attribute|version", re.I), "version_incompat"),
-    (re.compile(r"OutOfMemory|out of memory|\bOOM\b", re.I), "oom"),
-    (re.compile(r"Timeout|timed out|TimeoutError", re.I), "timeout"),
-    (re.compile(r"ConnectionError|ConnectionRefused|Name or service not known|name resolution|proxy", re.I),
-     "network_proxy"),
-    (re.compile(r"JSONDecodeError|UnicodeDecodeError|ParserError"), "data_format"),
-    (re.compile(r"^(?:ValueError|KeyError|AssertionError|TypeError|AttributeError|NotImplementedError|"
-                r"\w*Config\w*Error|IndexError|FileNotFoundError)$"), "config_mismatch"),
-]
-
-
-def fallback_category(exc: str, text: str) -> str:
-    """A reasoned category when no signature matched: from the exception type and message."""
-    for rx, cat in _FALLBACK[:-1]:
+def fallback_category(pb: Playbook, exc: str, text: str) -> str:
+    """A reasoned category when no signature matched: the first of the playbook's error families
+    (`categories:`) that the exception type or the message belongs to; else `other` — never a
+    guess that it is the configuration."""
+    for category, rx in pb.categories:
         if rx.search(exc) or rx.search(text):
-            return cat
-    return "config_mismatch" if _FALLBACK[-1][0].search(exc) else "other"
+            return category
+    return "other"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..chain import STAGES, stage_statuses
+from ..chain import STAGE_NO, STAGES, stage_statuses
 from ..redact import redact
 from .findings import ROLE_ORDER, Finding
 
@@ -18,6 +18,17 @@ def root_cause(findings: list[Finding], last_update_no: int | None) -> Finding |
     return min(live, key=lambda f: (ROLE_ORDER[f.role], f.line_no), default=None)
 
 
+def lifecycle_stage(stage: int | None, top: int) -> int:
+    """The failed stage: the one a signature or the call path says, else the stage after the
+    last one passed — a failure before any marker is a start-up failure (DESIGN.md's convention),
+    one after a whole step is the next step's first, completion (weight sync, generation). No
+    bound from the markers' order: tasks are dispatched before the engine serves their first
+    completion, so a completion failure after a dispatch marker is still a completion failure."""
+    if stage is not None:
+        return stage
+    return top + 1 if top < len(STAGES) else STAGE_NO["completion"]
+
+
 def build_verdict(an, now: float | None) -> dict:
     findings = sorted(an.findings.values(), key=lambda f: f.line_no)
     healthy_update = an.last_healthy_update
@@ -26,9 +37,7 @@ def build_verdict(an, now: float | None) -> dict:
     failed: int | None = None
     if root is not None:
         outcome = root.outcome
-        # Without a marker or a hint, the stage after the last one passed: a failure before
-        # any marker is a start-up failure (DESIGN.md's convention).
-        failed = root.stage or min(top + 1, len(STAGES))
+        failed = lifecycle_stage(root.stage, top)
         lsp = top if outcome == "wrong_result" else min(top, failed - 1)
     elif healthy_update is not None:
         outcome, lsp = "pass", top
