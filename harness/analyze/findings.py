@@ -4,7 +4,6 @@ count). Built from an error block, a single matching line, or an unhealthy metri
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from ..chain import STAGE_NO
