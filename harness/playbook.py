@@ -117,15 +117,27 @@ class CategoryFamily(Pattern):
 
 
 class MetricRule(_Model):
-    """A metric value that makes an update unhealthy or a result wrong."""
+    """A metric value that makes an update unhealthy or a result wrong, checked on every step
+    line, not only the first. `when`: nonfinite (NaN/inf); zero; same (equal to the metric
+    `against` in the same line: a reward whose max is its min has no spread); drift (above the
+    mean + 3σ of the previous `window` values, once 5 were seen); explode / collapse (above 10×
+    / below a tenth of the median of the previous values, once 3 were seen)."""
 
     id: str
     metric: str
-    when: Literal["nonfinite", "zero"]
+    when: Literal["nonfinite", "zero", "same", "drift", "explode", "collapse"]
+    against: str | None = None
+    window: int = Field(20, ge=5)
     category: Category
     stage: Stage
     hint: str = ""
     evidence: str = ""
+
+    @model_validator(mode="after")
+    def _paired(self) -> "MetricRule":
+        if (self.when == "same") != (self.against is not None):
+            raise ValueError("`against:` names the metric to compare with, for `when: same` (and only then)")
+        return self
 
 
 class StageSpec(_Model):

@@ -20,7 +20,7 @@ from .blocks import Block, BlockAssembler
 from .findings import Finding, finding_from_block, finding_from_line, metric_finding
 from .gate import build_gate
 from .lines import Line, canonical, clean, decode, make_line
-from .metrics import parse_metrics
+from .metrics import HISTORY, parse_metrics, violates
 from .verdict import build_verdict
 
 WARNING = re.compile(r"\bWARN(?:ING)?\b|\w*Warning: ")
@@ -55,6 +55,7 @@ class Analyzer:
         self.reached: dict[int, tuple[int, str]] = {}  # stage no -> (line no, evidence)
         self.findings: dict[str, Finding] = {}
         self.metrics: list[dict] = []
+        self._history: dict[str, deque] = {}  # the last HISTORY finite values of each metric
         self.warnings: dict[str, list] = {}  # canonical -> [first line no, text, count]
         # The last lines read (raw bytes for lines the gate skipped, decoded only when used).
         self.recent: deque[str | bytes] = deque(maxlen=TAIL_LINES)
@@ -215,9 +216,11 @@ class Analyzer:
         self._events.append(Event("metric", line.no, line.text, None, values))
         healthy = True
         for rule in self.pb.source.metric_rules:
-            if rule.metric in values and _violates(values[rule.metric], rule.when):
+            if rule.metric in values and violates(rule, values, self._history.get(rule.metric, ())):
                 self._add_finding(metric_finding(line, rule, values[rule.metric], self.context))
                 healthy = False
+        for name, value in values.items():  # after the rules: a value is judged against the earlier ones
+            self._history.setdefault(name, deque(maxlen=HISTORY)).append(value)
         return healthy
 
     def _warning(self, line: Line) -> None:
@@ -253,8 +256,4 @@ class Analyzer:
         return build_verdict(self, now)
 
 
-def _violates(value: float, when: str) -> bool:
-    if when == "nonfinite":
-        return value != value or value in (float("inf"), float("-inf"))
-    return value == 0
 

@@ -135,8 +135,8 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
 def metric_finding(line: Line, rule: MetricRule, value: float, context: list[str]) -> Finding:
     return Finding(key=f"metric|{rule.id}", line_no=line.no, text=line.text, category=rule.category,
                    hint=rule.hint, stage=STAGE_NO[rule.stage], outcome="wrong_result", signature=rule.id,
-                   detail=f"{rule.metric}={value:g} ({rule.when})", procs={line.proc}, lines=[line.text],
-                   context=context)
+                   detail=f"{rule.metric}={value:g} ({rule.when}{' ' + rule.against if rule.against else ''})",
+                   procs={line.proc}, lines=[line.text], context=context)
 
 
 def fallback_category(pb: Playbook, exc: str, text: str) -> str:

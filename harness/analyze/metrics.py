@@ -24,3 +24,37 @@ def parse_metrics(text: str, keys: dict[str, re.Pattern]) -> dict[str, float]:
             if name not in out and rx.fullmatch(raw):
                 out[name] = float(pm.group("val"))
     return out
+
+
+HISTORY = 64  # values of each metric kept for the rules that compare a value with earlier ones
+
+
+def _finite(x: float) -> bool:
+    return x == x and x not in (float("inf"), float("-inf"))
+
+
+def violates(rule, values: dict[str, float], earlier) -> bool:
+    """Whether this step's value of `rule.metric` breaks the rule (see MetricRule), judged
+    against the same line's `against` metric or the metric's earlier finite values."""
+    value = values[rule.metric]
+    if rule.when == "nonfinite":
+        return not _finite(value)
+    if rule.when == "zero":
+        return value == 0
+    if rule.when == "same":
+        return rule.against in values and values[rule.against] == value
+    past = [x for x in list(earlier)[-rule.window:] if _finite(x)]
+    if not _finite(value):
+        return False  # the nonfinite rule's to say
+    if rule.when == "drift":
+        if len(past) < 5:
+            return False
+        mean = sum(past) / len(past)
+        sd = (sum((x - mean) ** 2 for x in past) / len(past)) ** 0.5
+        return sd > 0 and value > mean + 3 * sd
+    if len(past) < 3:
+        return False
+    median = sorted(past)[len(past) // 2]
+    if rule.when == "explode":
+        return median > 0 and value > 10 * median
+    return median > 0 and value < median / 10  # collapse

@@ -12,10 +12,14 @@ from .findings import ROLE_ORDER, Finding
 def root_cause(findings: list[Finding], last_update_no: int | None) -> Finding | None:
     """The earliest real error: a cause before a consequence before a wrapper. Errors that the
     run lived through (a healthy actor update came after them) do not count, nor do
-    consequences and wrappers after it (an engine 'died' at shutdown)."""
+    consequences and wrappers after it (an engine 'died' at shutdown). A run that crashed or
+    hung has that for its root cause; bad values it printed before are findings (a wrong result
+    is a run that went on, or ended, with them)."""
     live = [f for f in findings if f.outcome == "wrong_result" or last_update_no is None
             or (f.line_no > last_update_no and f.role == "cause")]
-    return min(live, key=lambda f: (ROLE_ORDER[f.role], f.line_no), default=None)
+    failed = [f for f in live if f.outcome != "wrong_result"]
+    # on one line, the most upstream stage first: a NaN reward makes the loss NaN, not the reverse
+    return min(failed or live, key=lambda f: (ROLE_ORDER[f.role], f.line_no, f.stage or 0), default=None)
 
 
 def lifecycle_stage(stage: int | None, top: int) -> int:
