@@ -77,9 +77,10 @@ class Fix(_Model):
 class Signature(Pattern):
     """A failure signature. `role`: cause (can be a root cause), wrapper (re-raises another
     error, e.g. RayTaskError), downstream (a consequence, e.g. a watchdog timeout on a peer).
-    `priority` ranks lines of one error block: the most specific line becomes the root-cause text."""
+    `priority` ranks lines of one error block: the most specific line becomes the root-cause text.
+    No `category`: the error families (`categories:`) decide from the line (a generic error shape)."""
 
-    category: Category
+    category: Category | None = None
     cls: Literal["infra", "code"] = Field("code", alias="class")
     hint: str = ""
     stage: Stage | None = None
@@ -87,6 +88,7 @@ class Signature(Pattern):
     priority: int = 0
     outcome: Literal["crash", "hang", "wrong_result"] = "crash"
     fix: Fix | None = None
+    alone: bool = False  # an error shape for lines outside a traceback only (inside one, the traceback decides)
 
 
 class StageHint(Pattern):

@@ -64,7 +64,7 @@ def _hint_stage(pb: Playbook, names: list[str]) -> int | None:
 
 def _make(pb: Playbook, line_no: int, text: str, sig: Signature | None, exc: str, procs: set[str],
           count: int) -> Finding:
-    category = sig.category if sig else fallback_category(pb, exc, text)
+    category = (sig and sig.category) or fallback_category(pb, exc, text)
     if sig is not None and sig.role == "wrapper" and exc:  # a wrapper says little; what it wraps says more
         inner = fallback_category(pb, exc, "")
         category = inner if inner != "other" else category
@@ -88,7 +88,7 @@ def finding_from_line(line: Line, sigs: list[Signature], pb: Playbook, context: 
 def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     """The root of a block: its first exception that is not a wrapper or a consequence, and
     within that exception's message the most specific line."""
-    per_line = [(ln, _matches(pb, ln.text)) for ln in blk.lines]
+    per_line = [(ln, [sg for sg in _matches(pb, ln.text) if not sg.alone]) for ln in blk.lines]
     segs = [s for s in blk.segments if s.exc_text]
     zones = []  # (segment, lines of its exception message)
     for i, seg in enumerate(segs):
