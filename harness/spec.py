@@ -125,8 +125,9 @@ class Preflight(_Model):
 
 
 class Passing(_Model):
-    actor_updates: int = Field(1, ge=1, description="healthy actor updates (finite loss and grad norm) that make "
-                               "the chain pass")
+    actor_updates: int = Field(2, ge=1, description="healthy actor updates (no metric rule broken) that make the "
+                               "chain pass; 2 by default: the second step is the first to run on weights synced "
+                               "into the rollout engine after an update, where many bring-up failures appear")
 
 
 class ModelSpec(_Model):

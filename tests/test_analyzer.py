@@ -185,3 +185,43 @@ def test_events_are_emitted_incrementally(pb):
     assert [(e.kind, e.stage) for e in ev] == [("stage", 1)]
     assert a.feed(b"step:1 - actor/pg_loss:0.1 - actor/grad_norm:0.3\n")[0].kind in ("stage", "metric")
     assert a.verdict()["outcome"] == "pass"
+
+
+def _verl_steps(values: list[dict]) -> str:
+    lines = [ENGINE]
+    for i, kv in enumerate(values, 1):
+        lines.append(f"(TaskRunner pid=1) step:{i} - " + " - ".join(f"{k}:{v}" for k, v in kv.items()) + "\n")
+    return "".join(lines)
+
+
+HEALTHY = {"actor/pg_loss": -0.02, "actor/grad_norm": 0.4, "critic/score/max": 1.0, "critic/score/min": 0.0,
+           "critic/score/mean": 0.3, "perf/throughput": 15.0}
+
+
+def test_health_is_checked_over_the_whole_run_not_the_first_update():
+    """Each rule fires on a later step after healthy ones, and the verdict is a wrong_result at the
+    stage where the bad value starts; the healthy run with its noise passes."""
+    pb = load_playbook("verl")
+    noisy = [HEALTHY | {"actor/pg_loss": round(-0.02 + 0.01 * ((i * 7) % 5 - 2), 3)} for i in range(30)]
+    v, _ = run(pb, _verl_steps(noisy))
+    assert v["outcome"] == "pass", v["root_cause"]
+    cases = [
+        ({"actor/pg_loss": "nan"}, "loss_nonfinite", 7),
+        ({"actor/pg_loss": 3.5}, "loss_drift", 7),
+        ({"actor/grad_norm": 40.0}, "grad_norm_explode", 7),
+        ({"critic/score/max": 0.5, "critic/score/min": 0.5}, "verl_score_no_spread", 5),
+        ({"critic/advantages/mean": "nan", "actor/pg_loss": "nan"}, "verl_advantages_nonfinite", 6),
+        ({"perf/throughput": 0.4}, "verl_throughput_collapse", 2),
+    ]
+    for bad, signature, stage in cases:
+        v, _ = run(pb, _verl_steps(noisy + [HEALTHY | bad] + noisy[:3]))
+        assert (signature, v["outcome"], v["failed_stage"]) == \
+            (v["root_cause"]["signature"], "wrong_result", stage), (bad, v["root_cause"])
+
+
+def test_a_runtime_warning_alone_does_not_make_a_finished_run_a_crash():
+    pb = load_playbook("verl")
+    log = _verl_steps([HEALTHY] * 3) + \
+        "(WorkerDict pid=7) /x/numpy/core/_methods.py:206: RuntimeWarning: invalid value encountered in divide\n"
+    v, _ = run(pb, log)
+    assert v["outcome"] == "pass" and v["root_cause"] is None

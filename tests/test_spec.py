@@ -38,7 +38,7 @@ def test_defaults(tmp_path):
     s = load_spec(spec_at(tmp_path, BASE))
     assert (s.host, s.transport, s.workdir, s.launch.command) == ("gpu1", "asyncssh", "/w", "bash run.sh")
     assert (s.launch.timeouts, s.launch.stall, s.launch.settle, s.launch.devices) == ({}, 600, 20, 1)
-    assert (s.playbooks, s.passing.actor_updates, s.keep_run, s.model, s.notify) == ([], 1, False, None, [])
+    assert (s.playbooks, s.passing.actor_updates, s.keep_run, s.model, s.notify) == ([], 2, False, None, [])
     b = s.budgets
     assert (b.relaunches, b.agent_steps, b.tokens, b.money, b.wall_clock) == (20, 200, 2_000_000, 20.0, 8 * 3600)
     assert (b.accelerator_hours, b.stuck_after, b.infra_retries, b.agent_steps_per_attempt) == (None, 3, 2, 40)
