@@ -256,3 +256,50 @@ def test_keep_run_leaves_a_passing_run_alive(tmp_path):
     launcher = Launcher(LocalTransport())
     handle = asyncio.run(launcher.find(str(work), "s1-1"))
     assert asyncio.run(launcher.stop(handle, grace=2)).ok and processes_of(work) == []
+
+
+HUNG = textwrap.dedent("""\
+    echo "minichain driver pid=$$: config run.sh, seed 0"
+    exec "$PYTHON" -c '
+    import threading
+    def all_reduce():
+        threading.Event().wait()
+    def rollout():
+        all_reduce()
+    rollout()
+    '
+    """)
+
+
+def test_a_hang_comes_with_where_each_process_waits(tmp_path, monkeypatch):
+    """A real run that blocks forever in a collective-like call, silent and idle: before it is
+    stopped, its processes' states and Python stacks (py-spy) are gathered into the attempt's
+    evidence and the digest the agent reads."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")  # py-spy, as on a host
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "run.sh").write_text(HUNG)
+    spec = spec_for(work, launch={"stall": 1.5})
+    ses = session(tmp_path, spec, offline=True)
+    assert asyncio.run(ses.run()) == "gave_up"
+    v = events(ses, "verdict")[0]
+    assert v["outcome"] == "hang" and v["reason"] == "hung"
+    evidence = (ses.dir / "attempts" / "01.evidence.txt").read_text()
+    assert "in all_reduce (<string>:" in evidence.split("\n\n")[0] or "in the collective all_reduce" in evidence
+    assert "Thread" in evidence and "rollout (<string>:" in evidence  # the whole stack is kept
+    digest = (ses.dir / "attempts" / "01.digest.txt").read_text()
+    assert "## Where the hung run waits" in digest and "all_reduce" in digest
+    assert any("the run hung; pid" in e["text"] for e in events(ses, "note"))
+    assert processes_of(work) == []
+
+
+def test_without_py_spy_the_evidence_says_how_to_get_stacks(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # a host with no py-spy
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "run.sh").write_text(HUNG)
+    ses = session(tmp_path, spec_for(work, launch={"stall": 1.5}), offline=True)
+    assert asyncio.run(ses.run()) == "gave_up"
+    evidence = (ses.dir / "attempts" / "01.evidence.txt").read_text()
+    assert "no py-spy on the host" in evidence and "pip install py-spy" in evidence
+    assert "wchan futex" in evidence  # states and wait channels all the same

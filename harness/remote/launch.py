@@ -158,6 +158,12 @@ class RunLauncher(Protocol):
     async def find(self, workdir: str, run_id: str) -> RunHandle | None: ...
     async def poll(self, handle: RunHandle) -> RunStatus: ...
     async def stop(self, handle: RunHandle, grace: float = 10, cleanup: Sequence[str] = ()) -> StopReport: ...
+    async def evidence(self, handle: RunHandle) -> str:
+        """Where a hung run's processes wait (states, CPU, Python stacks with py-spy): evidence.py."""
+        from .evidence import hang_evidence
+
+        return await hang_evidence(self.t, handle.pgid, handle.run_id)
+
     async def cpu_activity(self, handle: RunHandle, interval: float = 1.0) -> dict: ...
 
 
@@ -270,6 +276,12 @@ class Launcher:
         await procs.sweep(self.t, handle.pgid, handle.run_id, report)
         await self._sh(ENDED, RD=handle.run_dir)
         return report
+
+    async def evidence(self, handle: RunHandle) -> str:
+        """Where a hung run's processes wait (states, CPU, Python stacks with py-spy): evidence.py."""
+        from .evidence import hang_evidence
+
+        return await hang_evidence(self.t, handle.pgid, handle.run_id)
 
     async def cpu_activity(self, handle: RunHandle, interval: float = 1.0) -> dict:
         """CPU seconds the run's processes used over `interval` s, and how many there are:

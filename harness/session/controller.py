@@ -213,7 +213,14 @@ class Session:
                        root=root and {k: root.get(k) for k in ("text", "category", "class", "signature", "hint", "fix", "stage")},
                        fingerprint=fingerprint(v), healthy_updates=an.healthy_updates, run_seconds=run_seconds,
                        accel_seconds=alive_seconds * self.spec.launch.devices)
-        (self.dir / "attempts" / f"{n:02d}.digest.txt").write_text(build_digest(v, an), encoding="utf-8")
+        digest = build_digest(v, an)
+        if w.evidence:  # a hang: where each process waits, for the agent and the report
+            (self.dir / "attempts" / f"{n:02d}.evidence.txt").write_text(w.evidence, encoding="utf-8")
+            digest += "\n\n## Where the hung run waits\n" + w.evidence.split("\n\n", 1)[0][:2000] + "\n"
+            procs = w.evidence.split("\n\n", 1)[0].splitlines()[1:]
+            self.note(f"the run hung; {procs[0].strip()[:240] if procs else 'no process of it was left'} "
+                      f"(all of it in attempts/{n:02d}.evidence.txt)")
+        (self.dir / "attempts" / f"{n:02d}.digest.txt").write_text(digest, encoding="utf-8")
         return ev
 
     async def _find_or_launch(self, n: int, before: dict | None) -> tuple[RunHandle, bool]:

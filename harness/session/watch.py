@@ -29,6 +29,7 @@ class Watch:
     verdict: dict
     reason: str  # passed | failed | exited | hung | budget:<which>
     exit_code: int | None = None
+    evidence: str = ""  # for a hang: where the run's processes wait (remote/evidence.py)
 
 
 class Logs:
@@ -96,7 +97,7 @@ async def watch(ses, handle: RunHandle, an: Analyzer, on_stage, on_data) -> Watc
         if v["root_cause"] is not None:
             first_error = first_error or now
             if now - first_error >= spec.launch.settle:
-                return Watch(v, "failed")
+                return Watch(v, "failed", evidence=await _evidence(ses, handle) if v["outcome"] == "hang" else "")
         if now - last_status >= STATUS_EVERY or first_error:
             last_status = now
             status = await ses.launcher.poll(handle)
@@ -116,10 +117,16 @@ async def watch(ses, handle: RunHandle, an: Analyzer, on_stage, on_data) -> Watc
             cpu = await ses.launcher.cpu_activity(handle)
             if cpu["cpu_seconds"] < BUSY_CPU * cpu["interval"]:
                 v = an.verdict(now) if v["outcome"] == "hang" else _hung(an, now, spec.launch.stall)
-                return Watch(v, "hung")
+                return Watch(v, "hung", evidence=await _evidence(ses, handle))
             ses.note(f"the run printed nothing for {silent:.0f}s but its {cpu['processes']} processes use CPU: "
                      "still working (compiling?), waiting on")
         await ses.sleep(TICK)
+
+
+async def _evidence(ses, handle: RunHandle) -> str:
+    """Where the hung run waits, gathered before it is stopped (a stopped run tells nothing)."""
+    ses.activity("the run hangs: collecting where its processes wait")
+    return await ses.launcher.evidence(handle)
 
 
 def _hung(an: Analyzer, now: float, stall: float) -> dict:
