@@ -1,7 +1,8 @@
 """The stage of a failure read from its call path: the names of the frames of a traceback and of
 the Ray methods it passed through, innermost first, against the playbook's `stage_words`.
 
-Each frame gives two names — its function, then its module (`reward_manager.py in __call__` is
+Stage hints of the playbook (regexes on frames and methods) come first in each group of names, then
+the words. Each frame gives two names — its function, then its module (`reward_manager.py in __call__` is
 a reward) —, a Ray method two too — the method, then its class. Frames of modules that only
 relay a call (the playbook's `plumbing`: Ray's `get`, asyncio, contextlib…) are skipped. Set-up
 words (`weak`, engine_start's) count only when nothing on the path names a stage's work: a
@@ -10,6 +11,7 @@ tensor built inside `compute_log_prob` is training_data, not engine_start.
 
 from __future__ import annotations
 
+from ..chain import STAGE_NO
 from ..playbook import Playbook, name_words
 from .blocks import FRAME
 
@@ -26,10 +28,12 @@ def _names(pb: Playbook, entry: str) -> list[str]:
     return [method, cls] if cls else [entry]
 
 
-def _stage(pb: Playbook, words: tuple[str, ...], weak: bool) -> int | None:
+def _stage(pb: Playbook, words: tuple[str, ...]) -> tuple[int, bool] | None:
+    """(stage, weak) of the longest phrase in `words` (phrases are sorted longest first):
+    `actor_rollout_init_model` is set-up (init_model), not a rollout."""
     for phrase, stage, is_weak in pb.stage_words:
-        if is_weak == weak and _contains(words, phrase):
-            return stage
+        if _contains(words, phrase):
+            return stage, is_weak
     return None
 
 
@@ -38,14 +42,52 @@ def _contains(words: tuple[str, ...], phrase: tuple[str, ...]) -> bool:
     return any(words[i:i + n] == phrase for i in range(len(words) - n + 1))
 
 
-def call_path_stage(pb: Playbook, entries: list[str]) -> int | None:
-    """The stage the innermost named step of the call path does (entries outermost first:
-    frame lines or `Class.method()`), or None."""
-    if not pb.stage_words:
-        return None
-    names = [name_words(n) for entry in reversed(entries) for n in _names(pb, entry)]
-    for weak in (False, True):
-        for words in names:
-            if (stage := _stage(pb, words, weak)) is not None:
+SETUP_VERBS = ("init", "initialize", "build", "create", "construct", "setup", "set")  # `_build_rollout` sets up
+STRONG, SETUP, MODULE = 0, 1, 2  # how telling a name is: a function's own words, set-up, a module's or class's
+
+
+def _entry_stage(pb: Playbook, entry: str) -> tuple[int, int] | None:
+    """(stage, level) of one frame or method: its function (method) first — one named for
+    set-up, `__init__` or `_build_rollout` or an import, is set-up whatever its module —, then
+    its module (class) name, which says less."""
+    for i, n in enumerate(_names(pb, entry)):
+        words = name_words(n)
+        if i == 0 and (n == "<module>" or (words and words[0] in SETUP_VERBS)):
+            return STAGE_NO["engine_start"], SETUP
+        if (found := _stage(pb, words)) is not None:
+            stage, weak = found
+            return stage, SETUP if weak else (STRONG if i == 0 else MODULE)
+    return None
+
+
+def _words_stage(pb: Playbook, entries: list[str], level: int) -> int | None:
+    """The stage the innermost step of that level does (entries outermost first: frame lines
+    or `Class.method()`)."""
+    for entry in reversed(entries):
+        found = _entry_stage(pb, entry)
+        if found is not None and found[1] == level:
+            return found[0]
+    return None
+
+
+def _hint_stage(pb: Playbook, entries: list[str], weak: bool) -> int | None:
+    """The stage of the innermost entry a playbook stage hint maps (engine_start's hints are the
+    weak ones, like set-up words: loading weights is also what a weight sync does)."""
+    for entry in reversed(entries):
+        for hint, rx in pb.stage_hints:
+            if (hint.stage == "engine_start") == weak and rx.search(entry):
+                return STAGE_NO[hint.stage]
+    return None
+
+
+def path_stage(pb: Playbook, groups: list[list[str]]) -> int | None:
+    """The stage of a failure from the names on its path, `groups` most telling first (the
+    root's own frames, the Ray methods, every frame, the processes): in each group a stage hint
+    of the playbook, else the words of functions; set-up only when no group names another
+    stage; module and class names last."""
+    for level in (STRONG, SETUP, MODULE):
+        for names in groups:
+            hint = _hint_stage(pb, names, level == SETUP) if level != MODULE else None
+            if (stage := hint or _words_stage(pb, names, level)) is not None:
                 return stage
     return None

@@ -10,7 +10,7 @@ from ..chain import STAGE_NO
 from ..playbook import MetricRule, Playbook, Signature
 from ..redact import redact
 from .blocks import FRAME, Block
-from .callpath import call_path_stage
+from .callpath import path_stage
 from .lines import Line, canonical
 
 ROLE_ORDER = {"cause": 0, "downstream": 1, "wrapper": 2}
@@ -53,15 +53,6 @@ def _matches(pb: Playbook, text: str) -> list[Signature]:
     return pb.match.matches("signature", text)
 
 
-def _hint_stage(pb: Playbook, names: list[str]) -> int | None:
-    """Stage of the innermost name (last in the list) that a stage hint maps."""
-    for name in reversed(names):
-        for hint, rx in pb.stage_hints:
-            if rx.search(name):
-                return STAGE_NO[hint.stage]
-    return None
-
-
 def _make(pb: Playbook, line_no: int, text: str, sig: Signature | None, exc: str, procs: set[str],
           count: int) -> Finding:
     category = (sig and sig.category) or fallback_category(pb, exc, text)
@@ -79,8 +70,7 @@ def _make(pb: Playbook, line_no: int, text: str, sig: Signature | None, exc: str
 def finding_from_line(line: Line, sigs: list[Signature], pb: Playbook, context: list[str]) -> Finding:
     f = _make(pb, line.no, line.text, _best(sigs), "", {line.proc}, line.repeat)
     if f.stage is None:
-        names = [line.actor] if line.actor else []
-        f.stage = _hint_stage(pb, names) or call_path_stage(pb, names)
+        f.stage = path_stage(pb, [[line.actor] if line.actor else []])
     f.lines, f.context = [line.text], context
     return f
 
@@ -119,12 +109,8 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     exc = (seg.inner_type or seg.exc_type) if seg else ""
     f = _make(pb, line.no, line.text, sig, exc, {blk.proc}, max((ln.repeat for ln in blk.lines), default=1))
     if f.stage is None:  # the root's own traceback, the Ray methods, other frames, the process: for
-        own = seg.frames if seg else []  # each, a stage hint of the playbook, else the call path's words
-        for names in (own, blk.methods, [fr for s in blk.segments for fr in s.frames],
-                      list(dict.fromkeys(ln.actor for ln in blk.lines if ln.actor))):
-            if (stage := _hint_stage(pb, names) or call_path_stage(pb, names)) is not None:
-                f.stage = stage
-                break
+        f.stage = path_stage(pb, [seg.frames if seg else [], blk.methods, [fr for s in blk.segments for fr in s.frames],
+                                  list(dict.fromkeys(ln.actor for ln in blk.lines if ln.actor))])
     if seg is not None and line.no == seg.exc_no and line.text == seg.exc_type and seg.frames:
         f.text = f"{line.text} (at {seg.frames[-1].strip()})"  # a bare exception: say where it was raised
     f.lines, f.context = [ln.text for ln in blk.lines], blk.context
