@@ -116,6 +116,7 @@ class CategoryFamily(Pattern):
     whose regex matches either wins; none: `other`)."""
 
     category: Category
+    stage: Stage | None = None  # where errors of the family arise, when nothing on the path says
 
 
 class MetricRule(_Model):
@@ -272,7 +273,7 @@ class Playbook:
     stage_hints: list[tuple[StageHint, re.Pattern]]
     stage_words: list[tuple[tuple[str, ...], int, bool]] = field(default_factory=list)  # phrase, stage, weak; longest first
     plumbing: re.Pattern | None = None
-    categories: list[tuple[str, re.Pattern]] = field(default_factory=list)  # (category, regex), in order
+    categories: list[tuple[str, re.Pattern, int | None]] = field(default_factory=list)  # category, regex, stage
     metric_keys: dict[str, re.Pattern] = field(default_factory=dict)
     timeouts: dict[int, float] = field(default_factory=dict)
 
@@ -312,7 +313,7 @@ def compile_playbook(pb: PlaybookFile) -> Playbook:
         stage_words=sorted(((name_words(w), stage_no[sw.stage], sw.weak) for sw in pb.stage_words for w in sw.words),
                            key=lambda x: -len(x[0])),
         plumbing=re.compile("|".join(f"(?:{p.regex})" for p in pb.plumbing)) if pb.plumbing else None,
-        categories=[(c.category, re.compile(c.regex)) for c in pb.categories],
+        categories=[(c.category, re.compile(c.regex), stage_no[c.stage] if c.stage else None) for c in pb.categories],
         metric_keys={k: re.compile("|".join(f"(?:{x})" for x in keys)) for k, keys in pb.metrics.items() if keys},
         timeouts={stage_no[s]: spec.timeout for s, spec in pb.stages.items() if spec.timeout},
     )

@@ -70,7 +70,7 @@ def _make(pb: Playbook, line_no: int, text: str, sig: Signature | None, exc: str
 def finding_from_line(line: Line, sigs: list[Signature], pb: Playbook, context: list[str]) -> Finding:
     f = _make(pb, line.no, line.text, _best(sigs), "", {line.proc}, line.repeat)
     if f.stage is None:
-        f.stage = path_stage(pb, [[line.actor] if line.actor else []])
+        f.stage = path_stage(pb, [[line.actor] if line.actor else []]) or family(pb, "", line.text)[1]
     f.lines, f.context = [line.text], context
     return f
 
@@ -110,7 +110,8 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     f = _make(pb, line.no, line.text, sig, exc, {blk.proc}, max((ln.repeat for ln in blk.lines), default=1))
     if f.stage is None:  # the root's own traceback, the Ray methods, other frames, the process: for
         f.stage = path_stage(pb, [seg.frames if seg else [], blk.methods, [fr for s in blk.segments for fr in s.frames],
-                                  list(dict.fromkeys(ln.actor for ln in blk.lines if ln.actor))])
+                                  list(dict.fromkeys(ln.actor for ln in blk.lines if ln.actor))]) \
+            or family(pb, exc, line.text)[1]  # else where errors of its family arise
     if seg is not None and line.no == seg.exc_no and line.text == seg.exc_type and seg.frames:
         f.text = f"{line.text} (at {seg.frames[-1].strip()})"  # a bare exception: say where it was raised
     f.lines, f.context = [ln.text for ln in blk.lines], blk.context
@@ -129,7 +130,12 @@ def fallback_category(pb: Playbook, exc: str, text: str) -> str:
     """A reasoned category when no signature matched: the first of the playbook's error families
     (`categories:`) that the exception type or the message belongs to; else `other` — never a
     guess that it is the configuration."""
-    for category, rx in pb.categories:
+    return family(pb, exc, text)[0]
+
+
+def family(pb: Playbook, exc: str, text: str) -> tuple[str, int | None]:
+    """(category, stage or None) of the first error family the type or message belongs to."""
+    for category, rx, stage in pb.categories:
         if rx.search(exc) or rx.search(text):
-            return category
-    return "other"
+            return category, stage
+    return "other", None
