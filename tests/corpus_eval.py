@@ -39,7 +39,8 @@ def cases(names=CORPORA) -> list[dict]:
         d = CORPORA[name]
         for f in sorted(d.glob("cases*.yaml")) if d.is_dir() else []:
             for c in yaml.safe_load(f.read_text()) or []:
-                out.append(c | {"path": d / c["file"], "corpus": name})
+                fw = str(c.get("framework") or "?").split(" (")[0].lower()  # "NeMo-RL (via Gym)" is nemo-rl
+                out.append(c | {"path": d / c["file"], "corpus": name, "framework": fw})
     return out
 
 
