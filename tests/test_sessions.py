@@ -100,6 +100,21 @@ def minichain_fault03(tmp_path: Path) -> Path:
     return spec
 
 
+def phone_key(ssh_lab, tmp_path: Path, forced: str):
+    """A phone's key in box's authorized_keys with `forced` as its command (the README's line):
+    (the keys file, its text before, `ssh(*words)` logging in with that key)."""
+    key = tmp_path / "phone_key"
+    pub = keygen(key)
+    keys = ssh_lab.servers["box"].root / "authorized_keys"
+    saved = keys.read_text()
+    keys.write_text(saved + f'command="{forced}",restrict {pub}\n')
+
+    def ssh(*words: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["ssh", "-F", str(ssh_lab.ssh_config), "-i", str(key), "-o", "IdentitiesOnly=yes",
+                               "-o", "BatchMode=yes", "box", *words], capture_output=True, text=True, timeout=60)
+    return keys, saved, ssh
+
+
 def test_phone_continue_disconnect_and_status_over_ssh(ssh_lab, tmp_path):
     """The phone's key runs `harness phone` as its forced command; `ssh box continue` returns at
     once, the session goes on after the SSH session ended, and a later `ssh box status` shows it."""
@@ -107,15 +122,7 @@ def test_phone_continue_disconnect_and_status_over_ssh(ssh_lab, tmp_path):
     r = harness("run", str(minichain_fault03(tmp_path)), "--offline", home=home)
     assert r.returncode == 1 and "budget:relaunches" in r.stdout, r.stdout + r.stderr  # the fix needs a relaunch
     sid = r.stdout.split()[1]
-    key = tmp_path / "phone_key"
-    pub = keygen(key)
-    keys = ssh_lab.servers["box"].root / "authorized_keys"
-    saved = keys.read_text()
-    keys.write_text(saved + f'command="HARNESS_HOME={home} {HARNESS} phone",restrict {pub}\n')
-
-    def ssh(*words: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["ssh", "-F", str(ssh_lab.ssh_config), "-i", str(key), "-o", "IdentitiesOnly=yes",
-                               "-o", "BatchMode=yes", "box", *words], capture_output=True, text=True, timeout=60)
+    keys, saved, ssh = phone_key(ssh_lab, tmp_path, f"HARNESS_HOME={home} {HARNESS} phone")
     try:
         cont = ssh("continue", "--offline")
         assert cont.returncode == 0 and f"continuing {sid} in the background" in cont.stdout, cont.stdout + cont.stderr
@@ -167,15 +174,7 @@ def test_the_phone_key_can_do_what_it_says_and_nothing_more(ssh_lab, tmp_path):
     r = harness("run", str(spec), "--offline", home=home)
     assert "budget:relaunches" in r.stdout, r.stdout + r.stderr
     sid = r.stdout.split()[1]
-    key = tmp_path / "phone_key"
-    pub = keygen(key)
-    keys = ssh_lab.servers["box"].root / "authorized_keys"
-    saved = keys.read_text()
-    keys.write_text(saved + f'command="HARNESS_HOME={home} XDG_CONFIG_HOME={cfg} {HARNESS} phone",restrict {pub}\n')
-
-    def ssh(words: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["ssh", "-F", str(ssh_lab.ssh_config), "-i", str(key), "-o", "IdentitiesOnly=yes",
-                               "-o", "BatchMode=yes", "box", words], capture_output=True, text=True, timeout=60)
+    keys, saved, ssh = phone_key(ssh_lab, tmp_path, f"HARNESS_HOME={home} XDG_CONFIG_HOME={cfg} {HARNESS} phone")
     evil = tmp_path / "evil"
     try:
         for form in REFUSED:
