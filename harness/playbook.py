@@ -92,9 +92,13 @@ class Signature(Pattern):
 
 
 class StageHint(Pattern):
-    """Maps a traceback frame (`in <func>`) or a Ray method (`ray::Actor.<method>()`) to a stage."""
+    """Maps a traceback frame (`in <func>`) or a Ray method (`ray::Actor.<method>()`) to a stage.
+    `confines`: a process of this kind (matched on its actor name) does only this stage's work once
+    it is set up — whatever its frames are called, its failures are of this stage, or of
+    engine_start before the engine first served (an engine's `logprobs` are a completion's)."""
 
     stage: Stage
+    confines: bool = False
 
 
 class StageWords(_Model):
@@ -143,9 +147,18 @@ class MetricRule(_Model):
         return self
 
 
+class Marker(Pattern):
+    """A line that shows a stage's progress. `at: end` (the default): printed once the stage's work
+    is done — the stage passed. `at: during`: printed when the stage begins or while it is under
+    way (a step's banner, a progress bar created before the first batch, the KV cache sized before
+    the engine is warmed up and serving): the stage is under way, not passed."""
+
+    at: Literal["end", "during"] = "end"
+
+
 class StageSpec(_Model):
     timeout: float | None = Field(None, gt=0, description="seconds of silence before the run is a hang")
-    markers: list[Pattern] = []
+    markers: list[Marker] = []
 
 
 class PlaybookFile(_Model):

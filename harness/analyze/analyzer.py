@@ -53,6 +53,7 @@ class Analyzer:
         self.line_no = 0
         self.pending = b""
         self.reached: dict[int, tuple[int, str]] = {}  # stage no -> (line no, evidence)
+        self.entered: dict[int, int] = {}  # stage no -> line of its first start marker
         self.findings: dict[str, Finding] = {}
         self.metrics: list[dict] = []
         self._history: dict[str, deque] = {}  # the last HISTORY finite values of each metric
@@ -72,8 +73,10 @@ class Analyzer:
         if not self.fast:
             return None
         src = self.pb.source
+        def live(no: int, m) -> bool:
+            return no == LAST or (no not in self.reached and (m.at == "end" or no not in self.entered))
         markers = [m.regex for name, spec in src.stages.items() for m in spec.markers
-                   if STAGES.index(name) + 1 == LAST or STAGES.index(name) + 1 not in self.reached]
+                   if live(STAGES.index(name) + 1, m)]
         return build_gate(markers + [x.regex for x in src.signatures + src.metric_lines] + _EXTRA_GATES)
 
     # ------------------------------------------------------------------ feeding
@@ -197,6 +200,11 @@ class Analyzer:
         (checked on every line: each update may be healthy or not)."""
         update = False
         for no, marker in self.pb.match.matches("marker", line.text, found):
+            if marker.at == "during":
+                if no not in self.entered:
+                    self.entered[no] = line.no
+                    self.gate = self._gate()
+                continue
             if no == LAST or no not in self.reached:
                 update |= no == LAST
                 if no not in self.reached:

@@ -22,7 +22,10 @@ def _names(pb: Playbook, entry: str) -> list[str]:
         path, func = m[1], m[3]
         if pb.plumbing is not None and pb.plumbing.search(path):
             return []
-        module = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        parts = path.rsplit("/", 2)
+        module = parts[-1].rsplit(".", 1)[0]
+        if module == "__init__" and len(parts) > 1:  # a package's own file: the package names it
+            module = parts[-2]
         return [func, module]
     cls, _, method = entry.rstrip("()").rpartition(".")
     return [method, cls] if cls else [entry]
@@ -60,10 +63,21 @@ def _entry_stage(pb: Playbook, entry: str) -> tuple[int, int] | None:
     return None
 
 
+def _running(entries: list[str]) -> list[str]:
+    """The entries without the script's own top level: a `<module>` frame with a function frame
+    inside it is the entry point that called the failing code, not an import that failed
+    (importlib's frozen frames do not count as functions)."""
+    inner = [i for i, e in enumerate(entries) if (m := FRAME.match(e)) and m[3] != "<module>"
+             and not m[1].startswith("<frozen")]
+    last = inner[-1] if inner else -1
+    return [e for i, e in enumerate(entries)
+            if i > last or not ((m := FRAME.match(e)) and m[3] == "<module>")]
+
+
 def _words_stage(pb: Playbook, entries: list[str], level: int) -> int | None:
     """The stage the innermost step of that level does (entries outermost first: frame lines
     or `Class.method()`)."""
-    for entry in reversed(entries):
+    for entry in reversed(_running(entries)):
         found = _entry_stage(pb, entry)
         if found is not None and found[1] == level:
             return found[0]
@@ -90,4 +104,12 @@ def path_stage(pb: Playbook, groups: list[list[str]]) -> int | None:
             hint = _hint_stage(pb, names, level == SETUP) if level != MODULE else None
             if (stage := hint or _words_stage(pb, names, level)) is not None:
                 return stage
+    return None
+
+
+def confined_stage(pb: Playbook, actors: list[str]) -> int | None:
+    """The stage a process of the failing call does exclusively (a `confines` hint on its name)."""
+    for hint, rx in pb.stage_hints:
+        if hint.confines and any(rx.search(a) for a in actors):
+            return STAGE_NO[hint.stage]
     return None

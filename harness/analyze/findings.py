@@ -10,7 +10,7 @@ from ..chain import STAGE_NO
 from ..playbook import MetricRule, Playbook, Signature
 from ..redact import redact
 from .blocks import FRAME, Block
-from .callpath import path_stage
+from .callpath import confined_stage, path_stage
 from .lines import Line, canonical
 
 ROLE_ORDER = {"cause": 0, "downstream": 1, "wrapper": 2}
@@ -25,6 +25,8 @@ class Finding:
     cls: str = "code"
     hint: str = ""
     stage: int | None = None
+    by_process: bool = False  # `stage` comes from the failing process's name alone
+    placed: bool = False  # `stage` is knowledge (a signature's or its error family's), not inferred from a path
     role: str = "cause"
     outcome: str = "crash"
     signature: str | None = None
@@ -63,16 +65,30 @@ def _make(pb: Playbook, line_no: int, text: str, sig: Signature | None, exc: str
         key=f"{category}|{canonical(text)}", line_no=line_no, text=text, category=category,
         cls=sig.cls if sig else "code", hint=sig.hint if sig else "", role=sig.role if sig else "cause",
         outcome=sig.outcome if sig else "crash", signature=sig.id if sig else None, exception=exc,
-        stage=STAGE_NO[sig.stage] if sig and sig.stage else None,
+        stage=STAGE_NO[sig.stage] if sig and sig.stage else None, placed=bool(sig and sig.stage),
         fix=sig.fix.model_dump(exclude_defaults=True) if sig and sig.fix else None, procs=procs, count=count)
 
 
 def finding_from_line(line: Line, sigs: list[Signature], pb: Playbook, context: list[str]) -> Finding:
     f = _make(pb, line.no, line.text, _best(sigs), "", {line.proc}, line.repeat)
     if f.stage is None:
-        f.stage = path_stage(pb, [[line.actor] if line.actor else []]) or family(pb, "", line.text)[1]
+        _place(f, pb, [], [line.actor] if line.actor else [], "", line.text)
     f.lines, f.context = [line.text], context
     return f
+
+
+def _place(f: Finding, pb: Playbook, paths: list[list[str]], actors: list[str], exc: str, text: str) -> None:
+    """The stage of a finding no signature placed: from its call path, else from the process it
+    came from (`by_process`), else from where errors of its family arise. A process that does only
+    one stage's work (`confined_stage`) overrides another work stage its frames' words suggest."""
+    f.stage = path_stage(pb, paths + [actors])
+    f.by_process = f.stage is not None and f.stage != path_stage(pb, paths)
+    own = confined_stage(pb, actors)
+    if own is not None and f.stage not in (None, own, STAGE_NO["engine_start"]):
+        f.stage = own
+    if f.stage is None:
+        f.stage = family(pb, exc, text)[1]
+        f.placed = f.stage is not None
 
 
 def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
@@ -109,9 +125,9 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     exc = (seg.inner_type or seg.exc_type) if seg else ""
     f = _make(pb, line.no, line.text, sig, exc, {blk.proc}, max((ln.repeat for ln in blk.lines), default=1))
     if f.stage is None:  # the root's own traceback, the Ray methods, other frames, the process: for
-        f.stage = path_stage(pb, [seg.frames if seg else [], blk.methods, [fr for s in blk.segments for fr in s.frames],
-                                  list(dict.fromkeys(ln.actor for ln in blk.lines if ln.actor))]) \
-            or family(pb, exc, line.text)[1]  # else where errors of its family arise
+        actors = list(dict.fromkeys(ln.actor for ln in blk.lines if ln.actor))
+        _place(f, pb, [seg.frames if seg else [], blk.methods, [fr for s in blk.segments for fr in s.frames]],
+               actors, exc, line.text)
     if seg is not None and line.no == seg.exc_no and line.text == seg.exc_type and seg.frames:
         f.text = f"{line.text} (at {seg.frames[-1].strip()})"  # a bare exception: say where it was raised
     f.lines, f.context = [ln.text for ln in blk.lines], blk.context
@@ -121,7 +137,7 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
 
 def metric_finding(line: Line, rule: MetricRule, value: float, context: list[str]) -> Finding:
     return Finding(key=f"metric|{rule.id}", line_no=line.no, text=line.text, category=rule.category,
-                   hint=rule.hint, stage=STAGE_NO[rule.stage], outcome="wrong_result", signature=rule.id,
+                   hint=rule.hint, stage=STAGE_NO[rule.stage], placed=True, outcome="wrong_result", signature=rule.id,
                    detail=f"{rule.metric}={value:g} ({rule.when}{' ' + rule.against if rule.against else ''})",
                    procs={line.proc}, lines=[line.text], context=context)
 

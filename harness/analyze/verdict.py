@@ -5,8 +5,11 @@ from __future__ import annotations
 import math
 
 from ..chain import STAGE_NO, STAGES, stage_statuses
+
+LAST = len(STAGES)
 from ..redact import redact
-from .findings import ROLE_ORDER, Finding
+from .findings import ROLE_ORDER, Finding, family
+from .lines import make_line
 
 
 def root_cause(findings: list[Finding], last_update_no: int | None) -> Finding | None:
@@ -22,15 +25,50 @@ def root_cause(findings: list[Finding], last_update_no: int | None) -> Finding |
     return min(failed or live, key=lambda f: (ROLE_ORDER[f.role], f.line_no, f.stage or 0), default=None)
 
 
-def lifecycle_stage(stage: int | None, top: int) -> int:
+def lifecycle_stage(stage: int | None, top: int, floor: int = 0) -> int:
     """The failed stage: the one a signature or the call path says, else the stage after the
     last one passed — a failure before any marker is a start-up failure (DESIGN.md's convention),
-    one after a whole step is the next step's first, completion (weight sync, generation). No
-    bound from the markers' order: tasks are dispatched before the engine serves their first
-    completion, so a completion failure after a dispatch marker is still a completion failure."""
-    if stage is not None:
-        return stage
-    return top + 1 if top < len(STAGES) else STAGE_NO["completion"]
+    one after a whole step is the next step's first, completion (weight sync, generation) —;
+    never below `floor + 1` (see `first_pass`)."""
+    if stage is None:
+        stage = top + 1 if top < len(STAGES) else STAGE_NO["completion"]
+    return max(stage, floor + 1)
+
+
+def first_pass(reached: dict[int, tuple[int, str]], line_no: int) -> int:
+    """In the run's first pass through the chain (no actor update before `line_no`), the k such
+    that stages 1..k all passed before that line: a failure there is of stage k+1 or later. Only
+    the unbroken run of stages counts — tasks are often dispatched before the engine serves its
+    first completion, so a dispatch marker does not put a completion failure after it later."""
+    if LAST in reached and reached[LAST][0] < line_no:
+        return 0
+    k = 0
+    while k + 1 in reached and reached[k + 1][0] < line_no:
+        k += 1
+    return k
+
+
+SILENCE = "silence"  # the signature id of a hang's root cause when no error was printed
+
+
+def silence(an, quiet: float, stage: int) -> Finding:
+    """The root cause of a run that went silent without an error: its last line, categorised by
+    the error family its last lines belong to (a TCPStore wait is a collective hang), else a
+    timeout — the stage took longer than anything allows."""
+    tail = [make_line(0, ln, an.pb.prefixes).text for ln in an.tail[-3:]]  # without Ray's and ranks' prefixes
+    last = tail[-1] if tail else ""
+    cats = [c for c in (family(an.pb, "", ln)[0] for ln in reversed(tail)) if c != "other"]
+    return Finding(key=SILENCE, line_no=an.line_no, text=last, category=cats[0] if cats else "timeout",
+                   hint=f"The run printed nothing for {quiet:.0f}s after this line, in {STAGES[stage - 1]}: "
+                        "see where its processes wait (the attempt's evidence: their stacks, states and last lines).",
+                   stage=stage, outcome="hang", signature=SILENCE, detail=f"silent for {quiet:.0f}s",
+                   lines=tail, context=an.tail[:-1][-8:])
+
+
+def under_way(an, line_no: int) -> int | None:
+    """The latest stage whose start marker came before `line_no` and that had not passed by then."""
+    return max((k for k, at in an.entered.items() if at < line_no
+                and not (k in an.reached and an.reached[k][0] < line_no)), default=None)
 
 
 def build_verdict(an, now: float | None) -> dict:
@@ -41,7 +79,11 @@ def build_verdict(an, now: float | None) -> dict:
     failed: int | None = None
     if root is not None:
         outcome = root.outcome
-        failed = lifecycle_stage(root.stage, top)
+        floor = first_pass(an.reached, root.line_no) if not root.placed else 0  # knowledge over inference
+        stage = root.stage
+        if stage is None or root.by_process:  # a stage under way says more than a process's name
+            stage = under_way(an, root.line_no) or stage
+        failed = lifecycle_stage(stage, top, floor)
         lsp = top if outcome == "wrong_result" else min(top, failed - 1)
     elif healthy_update is not None:
         outcome, lsp = "pass", top
@@ -49,7 +91,8 @@ def build_verdict(an, now: float | None) -> dict:
         lsp = top
         timeout = an.pb.timeouts.get(top + 1)
         if now is not None and an.last_ts is not None and timeout and now - an.last_ts > timeout:
-            outcome, failed = "hang", min(top + 1, len(STAGES))
+            outcome, failed = "hang", under_way(an, an.line_no + 1) or min(top + 1, len(STAGES))
+            root = silence(an, now - an.last_ts, failed)
         elif an.line_no == 0:
             outcome = "unknown"
         else:

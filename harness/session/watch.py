@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..analyze import Analyzer
+from ..analyze.verdict import SILENCE, silence, under_way
 from ..chain import STAGES
 from ..remote.follow import Cursor, poll
 from ..remote.launch import RunHandle
@@ -94,7 +95,7 @@ async def watch(ses, handle: RunHandle, an: Analyzer, on_stage, on_data) -> Watc
         v = an.verdict(now)
         if v["outcome"] == "pass" and an.healthy_updates >= spec.passing.actor_updates:
             return Watch(v, "passed")
-        if v["root_cause"] is not None:
+        if v["root_cause"] is not None and v["root_cause"]["signature"] != SILENCE:  # silence: ask the CPU first
             first_error = first_error or now
             if now - first_error >= spec.launch.settle:
                 return Watch(v, "failed", evidence=await _evidence(ses, handle) if v["outcome"] == "hang" else "")
@@ -130,10 +131,13 @@ async def _evidence(ses, handle: RunHandle) -> str:
 
 
 def _hung(an: Analyzer, now: float, stall: float) -> dict:
-    """A verdict for a run silent and idle before its stage timeout: hang at the next stage."""
+    """A verdict for a run silent and idle before its stage timeout: hang at the next stage,
+    with its last line for the root cause (see `analyze.verdict.silence`)."""
     v = an.verdict(now)
     if v["outcome"] in ("running", "unknown"):
-        nxt = min(v["last_stage_passed"] + 1, len(v["stages"]))
-        v = {**v, "outcome": "hang", "failed_stage": nxt}
-        v["stages"] = [{**s, "status": "failed"} if i == nxt else s for i, s in enumerate(v["stages"], 1)]
+        nxt = under_way(an, an.line_no + 1) or min(v["last_stage_passed"] + 1, len(v["stages"]))
+        rc = silence(an, now - (an.last_ts or now), nxt).to_dict() | {"stage": v["stages"][nxt - 1]["name"]}
+        v = {**v, "outcome": "hang", "failed_stage": nxt, "root_cause": rc}
+        v["stages"] = [{**s, "status": "failed", "line_no": rc["line_no"], "evidence": rc["text"]} if i == nxt else s
+                       for i, s in enumerate(v["stages"], 1)]
     return v
