@@ -121,6 +121,9 @@ class CategoryFamily(Pattern):
 
     category: Category
     stage: Stage | None = None  # where errors of the family arise, when nothing on the path says
+    # `scope: frames`: the regex is matched against the function names of the failing call (innermost
+    # first) — an error raised inside a weight loader — for an error no message family names
+    scope: Literal["message", "frames"] = "message"
 
 
 class MetricRule(_Model):
@@ -287,6 +290,7 @@ class Playbook:
     stage_words: list[tuple[tuple[str, ...], int, bool]] = field(default_factory=list)  # phrase, stage, weak; longest first
     plumbing: re.Pattern | None = None
     categories: list[tuple[str, re.Pattern, int | None]] = field(default_factory=list)  # category, regex, stage
+    frame_categories: list[tuple[str, re.Pattern]] = field(default_factory=list)  # category, regex on frames
     metric_keys: dict[str, re.Pattern] = field(default_factory=dict)
     timeouts: dict[int, float] = field(default_factory=dict)
 
@@ -326,7 +330,9 @@ def compile_playbook(pb: PlaybookFile) -> Playbook:
         stage_words=sorted(((name_words(w), stage_no[sw.stage], sw.weak) for sw in pb.stage_words for w in sw.words),
                            key=lambda x: -len(x[0])),
         plumbing=re.compile("|".join(f"(?:{p.regex})" for p in pb.plumbing)) if pb.plumbing else None,
-        categories=[(c.category, re.compile(c.regex), stage_no[c.stage] if c.stage else None) for c in pb.categories],
+        categories=[(c.category, re.compile(c.regex), stage_no[c.stage] if c.stage else None)
+                    for c in pb.categories if c.scope == "message"],
+        frame_categories=[(c.category, re.compile(c.regex)) for c in pb.categories if c.scope == "frames"],
         metric_keys={k: re.compile("|".join(f"(?:{x})" for x in keys)) for k, keys in pb.metrics.items() if keys},
         timeouts={stage_no[s]: spec.timeout for s, spec in pb.stages.items() if spec.timeout},
     )

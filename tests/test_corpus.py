@@ -8,12 +8,12 @@ import pytest
 
 from corpus_eval import cases, evaluate, shares
 
-pytestmark = pytest.mark.skipif(not cases(), reason="../shared/corpus is not beside the repo")
+SHARED = bool(cases(["realworld", "realworld2", "realworld3"]))  # ../shared/corpus beside the repo
 
 FLOORS = {
     ("realworld", "realworld2"): {"stage": 0.90, "category": 0.90, "digest": 1.0, "chosen": 0.88},
-    ("realworld3",): {"stage": 0.50, "category": 0.60, "digest": 0.84, "chosen": 0.84},
-    ("realworld4",): {"stage": 0.36, "category": 0.38, "digest": 0.92, "chosen": 0.46},
+    ("realworld3",): {"stage": 0.60, "category": 0.66, "digest": 0.84, "chosen": 0.84},
+    ("realworld4",): {"stage": 0.38, "category": 0.48, "digest": 0.92, "chosen": 0.90},
 }
 
 
@@ -23,7 +23,7 @@ def rows():
 
 
 def test_every_corpus_case_is_analysed(rows):
-    assert len(rows) >= 63 + 40  # the shared corpora and the cases collected here
+    assert len(rows) >= (63 if SHARED else 0) + 40  # the shared corpora and the cases collected here
     for case, verdict, _ in rows:
         assert verdict["outcome"] in ("pass", "crash", "hang", "wrong_result", "running", "unknown"), case["file"]
 
@@ -31,6 +31,8 @@ def test_every_corpus_case_is_analysed(rows):
 @pytest.mark.parametrize("split,key", [(s, k) for s in FLOORS for k in FLOORS[s]])
 def test_share_meets_floor(rows, split, key):
     mine = [r for r in rows if r[0]["corpus"] in split]
+    if not mine:
+        pytest.skip(f"no cases of {'+'.join(split)}: ../shared/corpus is not beside the repo")
     got = shares(mine)[key]
     misses = [c["id"] for c, _, s in mine if not s[key]]
     assert got >= FLOORS[split][key], f"{'+'.join(split)} {key}: {got:.0%} < {FLOORS[split][key]:.0%}; misses: {misses}"

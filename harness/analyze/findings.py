@@ -128,6 +128,8 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
         actors = list(dict.fromkeys(ln.actor for ln in blk.lines if ln.actor))
         _place(f, pb, [seg.frames if seg else [], blk.methods, [fr for s in blk.segments for fr in s.frames]],
                actors, exc, line.text)
+    if f.category == "other" and sig is None and seg is not None:
+        f.category = frame_family(pb, seg.frames)
     if seg is not None and line.no == seg.exc_no and line.text == seg.exc_type and seg.frames:
         f.text = f"{line.text} (at {seg.frames[-1].strip()})"  # a bare exception: say where it was raised
     f.lines, f.context = [ln.text for ln in blk.lines], blk.context
@@ -147,6 +149,18 @@ def fallback_category(pb: Playbook, exc: str, text: str) -> str:
     (`categories:`) that the exception type or the message belongs to; else `other` — never a
     guess that it is the configuration."""
     return family(pb, exc, text)[0]
+
+
+def frame_family(pb: Playbook, frames: list[str]) -> str:
+    """The category of the first frame family an innermost function of the call belongs to."""
+    funcs = [m[3] for fr in reversed(frames) if (m := FRAME.match(fr))][:FRAME_FAMILY_DEPTH]
+    for category, rx in pb.frame_categories:
+        if any(rx.search(fn) for fn in funcs):
+            return category
+    return "other"
+
+
+FRAME_FAMILY_DEPTH = 4  # the innermost functions that say what the failing call was doing
 
 
 def family(pb: Playbook, exc: str, text: str) -> tuple[str, int | None]:
