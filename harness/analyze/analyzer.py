@@ -53,7 +53,8 @@ class Analyzer:
         self.line_no = 0
         self.pending = b""
         self.reached: dict[int, tuple[int, str]] = {}  # stage no -> (line no, evidence)
-        self.entered: dict[int, int] = {}  # stage no -> line of its first start marker
+        self.entered: dict[int, int] = {}  # stage no -> line of its latest `during` marker
+        self.last_update: int | None = None  # line of the latest actor-update marker
         self.findings: dict[str, Finding] = {}
         self.metrics: list[dict] = []
         self._history: dict[str, deque] = {}  # the last HISTORY finite values of each metric
@@ -73,8 +74,8 @@ class Analyzer:
         if not self.fast:
             return None
         src = self.pb.source
-        def live(no: int, m) -> bool:
-            return no == LAST or (no not in self.reached and (m.at == "end" or no not in self.entered))
+        def live(no: int, m) -> bool:  # `during` markers always: each step has its own
+            return no == LAST or m.at == "during" or no not in self.reached
         markers = [m.regex for name, spec in src.stages.items() for m in spec.markers
                    if live(STAGES.index(name) + 1, m)]
         return build_gate(markers + [x.regex for x in src.signatures + src.metric_lines] + _EXTRA_GATES)
@@ -201,10 +202,10 @@ class Analyzer:
         update = False
         for no, marker in self.pb.match.matches("marker", line.text, found):
             if marker.at == "during":
-                if no not in self.entered:
-                    self.entered[no] = line.no
-                    self.gate = self._gate()
+                self.entered[no] = line.no
                 continue
+            if no == LAST:
+                self.last_update = line.no
             if no == LAST or no not in self.reached:
                 update |= no == LAST
                 if no not in self.reached:
