@@ -11,6 +11,7 @@ it) and the `now` of `verdict()`.
 from __future__ import annotations
 
 import re
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -28,6 +29,7 @@ WARNING = re.compile(r"\bWARN(?:ING)?\b|\w*Warning: ")
 _EXTRA_GATES = [r"Traceback \(most recent call last\)", r"most recent call first", r'File "',
                 r"Error", r"Exception", r"Exit", r"Interrupt", r"WARN", r"Warning"]
 LAST = len(STAGES)
+_GATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # playbook -> {live marker ids: gate}
 STALE_BLOCK_LINES = 64  # an open block with no continuation for this many lines is closed
 CONTEXT_LINES = 8
 TAIL_LINES = 20
@@ -68,17 +70,31 @@ class Analyzer:
         self._events: list[Event] = []
         self.gate = self._gate()
 
+    def _live(self, no: int, marker) -> bool:
+        """Can this marker still say something? An actor update's always; another stage's end
+        markers until the stage is reached; a `during` marker until it is seen in this step
+        (since the last update)."""
+        if no == LAST:
+            return True
+        if marker.at == "during":
+            return no not in self.entered or (self.last_update or 0) > self.entered[no]
+        return no not in self.reached
+
     def _gate(self) -> re.Pattern | None:
-        """The gate for what can still matter: markers of stages not yet reached (an actor
-        update's always), signatures, metric lines. Rebuilt when a stage is first reached."""
+        """The gate for what can still matter: the live markers, signatures, metric lines.
+        Rebuilt when that set changes (a stage first reached, a step begun or ended); one
+        gate per set, kept with the playbook."""
         if not self.fast:
             return None
         src = self.pb.source
-        def live(no: int, m) -> bool:  # `during` markers always: each step has its own
-            return no == LAST or m.at == "during" or no not in self.reached
-        markers = [m.regex for name, spec in src.stages.items() for m in spec.markers
-                   if live(STAGES.index(name) + 1, m)]
-        return build_gate(markers + [x.regex for x in src.signatures + src.metric_lines] + _EXTRA_GATES)
+        live = tuple(m.id for name, spec in src.stages.items() for m in spec.markers
+                     if self._live(STAGES.index(name) + 1, m))
+        gates = _GATES.setdefault(self.pb, {})
+        if live not in gates:
+            ids = set(live)
+            markers = [m.regex for spec in src.stages.values() for m in spec.markers if m.id in ids]
+            gates[live] = build_gate(markers + [x.regex for x in src.signatures + src.metric_lines] + _EXTRA_GATES)
+        return gates[live]
 
     # ------------------------------------------------------------------ feeding
 
@@ -202,9 +218,14 @@ class Analyzer:
         update = False
         for no, marker in self.pb.match.matches("marker", line.text, found):
             if marker.at == "during":
-                self.entered[no] = line.no
+                if self._live(no, marker):  # the first time in this step
+                    self.entered[no] = line.no
+                    self.gate = self._gate()
                 continue
-            if no == LAST:
+            if no == LAST and self.entered:  # a new step: the during markers count again
+                self.last_update = line.no
+                self.gate = self._gate()
+            elif no == LAST:
                 self.last_update = line.no
             if no == LAST or no not in self.reached:
                 update |= no == LAST
