@@ -94,8 +94,9 @@ class Signature(Pattern):
 class StageHint(Pattern):
     """Maps a traceback frame (`in <func>`) or a Ray method (`ray::Actor.<method>()`) to a stage.
     `confines`: a process of this kind (matched on its actor name) does only this stage's work once
-    it is set up — whatever its frames are called, its failures are of this stage, or of
-    engine_start before the engine first served (an engine's `logprobs` are a completion's)."""
+    it is set up — whatever its frames are called, its failures are of this stage (an engine's
+    `logprobs` are a completion's); set-up frames stay engine_start, and while the engine is still
+    starting the stage under way says so."""
 
     stage: Stage
     confines: bool = False
@@ -176,7 +177,7 @@ class PlaybookFile(_Model):
     stage_hints: list[StageHint] = []
     stage_words: list[StageWords] = []
     plumbing: list[Pattern] = []  # frames (by file) that only relay a call: no stage is read from them
-    categories: list[CategoryFamily] = []  # frames (by file) that only relay a call: no stage is read from them
+    categories: list[CategoryFamily] = []  # error families: the category of an error no signature names
     metric_lines: list[Pattern] = []
     metrics: dict[str, list[str]] = {}
     metric_rules: list[MetricRule] = []

@@ -222,11 +222,10 @@ class Analyzer:
                     self.entered[no] = line.no
                     self.gate = self._gate()
                 continue
-            if no == LAST and self.entered:  # a new step: the during markers count again
+            if no == LAST:
                 self.last_update = line.no
-                self.gate = self._gate()
-            elif no == LAST:
-                self.last_update = line.no
+                if self.entered:  # a new step: its during markers count again
+                    self.gate = self._gate()
             if no == LAST or no not in self.reached:
                 update |= no == LAST
                 if no not in self.reached:

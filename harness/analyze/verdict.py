@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 
 from ..chain import STAGE_NO, STAGES, stage_statuses
-
-LAST = len(STAGES)
 from ..redact import redact
 from .findings import ROLE_ORDER, Finding, family
 from .lines import make_line
+
+LAST = len(STAGES)
 
 
 def root_cause(findings: list[Finding], last_update_no: int | None) -> Finding | None:
