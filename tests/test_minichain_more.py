@@ -1,4 +1,4 @@
-"""Twelve faults of our own beyond the ten of the story (fixtures/targets/minichain/faults/more/),
+"""Eighteen faults of our own beyond the ten of the story (fixtures/targets/minichain/faults/more/),
 used as generalisation tests: every stage, other categories, infra-like and code faults, wrong
 results, a silent hang and a silent phase that must not be called one. The labels below were
 written from what each patch breaks, before the analyzer was run on them; no playbook entry
@@ -42,6 +42,13 @@ MORE_FAULTS = [
     ("20-optimizer-state-hf-names", "crash", "actor_update", "weight_mapping", r"KeyError: 'output_layer.weight'"),
     ("21-agents-start-barrier-hang", "hang", "trajectory", "timeout", r"agent worker started"),
     ("22-silent-graph-compile", "pass", None, None, None),
+    # written later in the same session, after the mechanisms above were in (see the README's figures)
+    ("23-prompt-file-missing", "crash", "task_dispatch", "config_mismatch", r"No such file or directory"),
+    ("24-config-key-renamed", "crash", "engine_start", "config_mismatch", r"not 'NoneType'"),
+    ("25-env-observation-none", "crash", "trajectory", "data_format", r'can only concatenate str \(not "NoneType"\)'),
+    ("26-reward-nan-unscored", "wrong_result", "reward", "reward_parsing", r"critic/score/mean:nan"),
+    ("27-server-vocab-larger", "crash", "completion", "config_mismatch", r"a and p must have same size"),
+    ("28-loss-scale-overflow", "wrong_result", "actor_update", "precision_dtype", r"grad_norm:nan"),
 ]
 # Where the analyzer is still wrong, and why (the README's generalisation figures count these).
 KNOWN_MISSES = {
@@ -49,6 +56,8 @@ KNOWN_MISSES = {
                                          "`other`; nothing in the message says the synced layout is wrong",
     "13-task-ids-numpy-int64": "stage: the tasks are written inside the driver's `generate`, which every "
                                "framework's vocabulary calls rollout work",
+    "27-server-vocab-larger": "category: numpy's `a and p must have same size` in the sampler says a size "
+                              "mismatch, not that the served head has more rows than the tokenizer has tokens",
 }
 
 

@@ -26,7 +26,6 @@ class Finding:
     hint: str = ""
     stage: int | None = None
     by_process: bool = False  # `stage` comes from the failing process's name alone
-    placed: bool = False  # `stage` is knowledge (a signature's or its error family's), not inferred from a path
     role: str = "cause"
     outcome: str = "crash"
     signature: str | None = None
@@ -65,7 +64,7 @@ def _make(pb: Playbook, line_no: int, text: str, sig: Signature | None, exc: str
         key=f"{category}|{canonical(text)}", line_no=line_no, text=text, category=category,
         cls=sig.cls if sig else "code", hint=sig.hint if sig else "", role=sig.role if sig else "cause",
         outcome=sig.outcome if sig else "crash", signature=sig.id if sig else None, exception=exc,
-        stage=STAGE_NO[sig.stage] if sig and sig.stage else None, placed=bool(sig and sig.stage),
+        stage=STAGE_NO[sig.stage] if sig and sig.stage else None,
         fix=sig.fix.model_dump(exclude_defaults=True) if sig and sig.fix else None, procs=procs, count=count)
 
 
@@ -88,7 +87,6 @@ def _place(f: Finding, pb: Playbook, paths: list[list[str]], actors: list[str], 
         f.stage = own
     if f.stage is None:
         f.stage = family(pb, exc, text)[1]
-        f.placed = f.stage is not None
 
 
 def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
@@ -139,7 +137,7 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
 
 def metric_finding(line: Line, rule: MetricRule, value: float, context: list[str]) -> Finding:
     return Finding(key=f"metric|{rule.id}", line_no=line.no, text=line.text, category=rule.category,
-                   hint=rule.hint, stage=STAGE_NO[rule.stage], placed=True, outcome="wrong_result", signature=rule.id,
+                   hint=rule.hint, stage=STAGE_NO[rule.stage], outcome="wrong_result", signature=rule.id,
                    detail=f"{rule.metric}={value:g} ({rule.when}{' ' + rule.against if rule.against else ''})",
                    procs={line.proc}, lines=[line.text], context=context)
 

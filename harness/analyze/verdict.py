@@ -82,10 +82,11 @@ def build_verdict(an, now: float | None) -> dict:
     failed: int | None = None
     if root is not None:
         outcome = root.outcome
-        floor = first_pass(an.reached, root.line_no) if not root.placed else 0  # knowledge over inference
         stage = root.stage
         if stage is None or root.by_process:  # a stage under way says more than a process's name
             stage = under_way(an, root.line_no) or stage
+        # the lifecycle bounds only a stage nothing names: a path's or a signature's stands
+        floor = first_pass(an.reached, root.line_no) if stage is None else 0
         failed = lifecycle_stage(stage, top, floor)
         lsp = top if outcome == "wrong_result" else min(top, failed - 1)
     elif healthy_update is not None:
