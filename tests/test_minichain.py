@@ -17,7 +17,9 @@ PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PRO
 
 
 def processes_of(root: Path) -> list[str]:
-    """Live processes whose command line or working directory is inside `root`."""
+    """Live processes whose command line or working directory is inside `root`. A process already
+    dying (a zombie, or one whose memory — its command line — is gone as it exits after SIGKILL)
+    runs no more code and is not counted: on a loaded machine the kernel takes a moment to finish."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         if int(pid) == os.getpid():
@@ -25,7 +27,10 @@ def processes_of(root: Path) -> list[str]:
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             cwd = os.readlink(f"/proc/{pid}/cwd")
-        except OSError:  # gone meanwhile, or not ours to read
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):  # gone meanwhile, or not ours to read
+            continue
+        if state in ("Z", "X") or not cmd.strip():
             continue
         if str(root) in cmd or cwd == str(root) or cwd.startswith(f"{root}/"):
             found.append(f"{pid}: {cmd.strip()}")
