@@ -84,6 +84,11 @@ class ModelError(HarnessError):
     failed after every retry. The message names the endpoint, never the API key."""
 
 
+class ToolsRefused(ModelError):
+    """The endpoint cannot take tools at all (vLLM without a tool parser, Ollama for a model
+    without tool support): the agent talks to it in the text protocol instead."""
+
+
 class JournalError(HarnessError):
     """A session's journal.jsonl (or recording.jsonl) has a corrupt line before its end, or the
     journal cannot be written."""

@@ -142,7 +142,7 @@ class RecordingModel:
 
     def __init__(self, inner, recorder: Recorder):
         self.inner, self.rec = inner, recorder
-        self.name = inner.name
+        self.name, self.probes = inner.name, getattr(inner, "probes", False)
 
     def projected(self, messages: list[dict]) -> tuple[int, float]:
         tokens, money = self.inner.projected(messages)
@@ -153,7 +153,7 @@ class RecordingModel:
         def answer(reply) -> dict:
             return {"reply": {"content": reply.content, "calls": [dataclasses.asdict(c) for c in reply.tool_calls],
                               "message": reply.message, "usage": dataclasses.asdict(reply.usage),
-                              "cost": reply.cost, "retries": reply.retries}}
+                              "cost": reply.cost, "retries": reply.retries, "adapted": list(reply.adapted)}}
         return await _recorded(self.rec, "model", {"messages": messages, "tools": [t["function"]["name"] for t in tools]},
                                self.inner.complete(messages, tools), answer)
 

@@ -201,6 +201,8 @@ def _event_line(e: dict) -> tuple[str, str | None]:
         return kind, f"session ended: {e.get('reason')}" + (f" — {e['detail']}" if e.get("detail") else "")
     if kind == "note":
         return kind, e.get("text", "")
+    if kind == "protocol":
+        return kind, f"the agent acts by {'tool calls' if e.get('mode') == 'tools' else 'text'}: {e.get('reason', '')}"
     if kind == "continue" and e.get("crashed"):
         return kind, "the controller had died without an end (killed?); resumed from the journal"
     if kind == "continue":

@@ -143,6 +143,9 @@ class ModelSpec(_Model):
     max_tokens: int = Field(4096, ge=1, description="most tokens one reply may have")
     timeout: Duration = Field(120, description="seconds one model call may take")
     max_retries: int = Field(6, ge=0, description="retries (with backoff) on 429, 5xx and timeouts")
+    actions: Literal["auto", "tools", "text"] = Field(
+        "auto", description="how the agent acts: native tool calls, a ```bash block per reply (any chat model), "
+        "or auto: one probe with a tool decides (a refusal of tools or no tool call back: text)")
 
     @field_validator("base_url")
     @classmethod

@@ -100,6 +100,9 @@ def event_line(ev: dict) -> Text | None:
         return Text(f"  {ev['name']} {ev['arguments']}{mark}", style="red" if ev["refused"] else "magenta")
     if k == "note":
         return Text(f"  note: {ev['text']}", style="yellow")
+    if k == "protocol":
+        how = "native tool calls" if ev["mode"] == "tools" else "text (one ```bash block per reply)"
+        return Text(f"  the agent acts by {how}: {ev['reason']}", style="cyan")
     if k == "end":
         return Text(f"session ended: {ev['reason']}" + (f" — {ev['detail']}" if ev["detail"] else ""),
                     style="bold green" if ev["reason"] == "passed" else "bold red")

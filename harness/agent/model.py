@@ -10,6 +10,7 @@ endpoint, so there is no herd to spread, and a replay must wait exactly as the r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.utils
 import json
 import logging
@@ -22,7 +23,7 @@ from urllib.parse import urlsplit
 
 import openai
 
-from ..errors import ModelError
+from ..errors import ModelError, ToolsRefused
 from ..redact import redact
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,12 @@ log = logging.getLogger(__name__)
 BACKOFF_CAP = 60.0       # seconds; the longest wait our own backoff picks
 RETRY_AFTER_CAP = 600.0  # seconds; a longer Retry-After is waited only this long, then retried
 RETRY_STATUSES = frozenset({408, 409, 429})  # and every 5xx
+# What endpoints answer when they cannot take tools at all (vLLM without a tool parser, Ollama
+# for a model without tool support, servers whose template has no tools); matched lower-cased.
+TOOL_REFUSALS = ("tool choice requires --enable-auto-tool-choice", "--tool-call-parser", "does not support tools",
+                 "tools are not supported", "tool calling is not supported", "tool_choice is not supported",
+                 "unsupported parameter: 'tools'", "unrecognized request argument supplied: tools",
+                 "function calling is not supported")
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,7 @@ class Reply:
     cost: float              # money for this call (prices per million tokens)
     message: dict            # the assistant message in OpenAI chat format, to append to the conversation
     retries: int = 0         # how many retried attempts this call needed
+    adapted: tuple[str, ...] = ()  # what this call learned about the endpoint (`OpenAIModel._adapt`)
 
 
 class Model(Protocol):
@@ -146,7 +154,10 @@ def _retryable(status: int) -> bool:
 # -- the OpenAI-compatible client ------------------------------------------------------
 
 class OpenAIModel:
-    """A Model behind an OpenAI-compatible `/chat/completions` endpoint."""
+    """A Model behind an OpenAI-compatible `/chat/completions` endpoint. `probes`: the session
+    asks it once, with one tool, whether it takes tools (harness/agent/protocol.py)."""
+
+    probes = True
 
     def __init__(self, base_url: str, model: str, api_key: str, *, temperature: float = 0.0,
                  price_in: float = 0.0, price_out: float = 0.0, max_tokens: int = 4096,
@@ -161,6 +172,10 @@ class OpenAIModel:
         # The client refuses an empty key; keyless local servers (vLLM, Ollama) accept any.
         self._api_key = api_key or "EMPTY"
         self._client: openai.AsyncOpenAI | None = None  # made on first use: no I/O before
+        # Learned from the endpoint's own refusals, once each (not from model-name lists):
+        self.token_param = "max_tokens"  # "max_completion_tokens" where max_tokens is refused (o-series, GPT-5)
+        self.reasoning = True  # reasoning_content goes back with each assistant turn (DeepSeek thinking needs it)
+        self.adapted: list[str] = []  # what was learned, in order (the session journals it)
 
     def __repr__(self) -> str:  # never the key
         return f"OpenAIModel({self.base_url!r}, {self.name!r})"
@@ -170,11 +185,13 @@ class OpenAIModel:
         return prompt + self.max_tokens, cost(Usage(prompt, self.max_tokens), self.price_in, self.price_out)
 
     async def complete(self, messages: list[dict], tools: list[dict]) -> Reply:
-        retries = 0
+        retries, learned = 0, len(self.adapted)
         while True:
             response, last, delay = await self._attempt(messages, tools)
             if response is not None:
-                return self._reply(response, retries)
+                return dataclasses.replace(self._reply(response, retries), adapted=tuple(self.adapted[learned:]))
+            if last is None:  # the endpoint wants the request another way (`_adapt`): ask again at once
+                continue
             if retries >= self.max_retries:
                 raise ModelError(self._scrub(
                     f"model endpoint {self.base_url} still failing after {retries} retries (last: {last}): "
@@ -193,15 +210,20 @@ class OpenAIModel:
     async def _attempt(self, messages, tools):
         """One request -> (response, None, None), or (None, what failed, Retry-After or None)
         when it may be retried. Errors a retry cannot fix raise ModelError at once."""
+        if not self.reasoning:
+            messages = [{k: v for k, v in m.items() if k != "reasoning_content"} for m in messages]
         kwargs = {"model": self.name, "messages": messages,
-                  "temperature": self.temperature, "max_tokens": self.max_tokens}
+                  "temperature": self.temperature, self.token_param: self.max_tokens}
         if tools:  # some servers reject an empty tools list
             kwargs.update(tools=tools, tool_choice="auto")
         try:
             return await self._openai().chat.completions.create(**kwargs), None, None
         except openai.APIStatusError as e:
             if not _retryable(e.status_code):
-                raise ModelError(self._scrub(self._refusal(e))) from None
+                if self._adapt(_detail(e)):
+                    return None, None, None
+                text = self._scrub(self._refusal(e))
+                raise (ToolsRefused if _refuses_tools(_detail(e)) else ModelError)(text) from None
             return None, f"status {e.status_code}", retry_after(e.response.headers)
         except openai.APITimeoutError:
             return None, f"no answer within {self.timeout:g}s", None
@@ -210,6 +232,23 @@ class OpenAIModel:
         except openai.OpenAIError as e:  # e.g. a 200 whose body is not a chat completion
             raise ModelError(self._scrub(f"model endpoint {self.base_url} gave an unusable answer: "
                                          f"{_one_line(str(e))}")) from None
+
+    def _adapt(self, detail: str) -> bool:
+        """Change how requests are made when a refusal says how the endpoint wants them; True if
+        something changed (each at most once, so a refusal that stays is raised)."""
+        low = detail.lower()
+        if self.token_param == "max_tokens" and "max_completion_tokens" in low:
+            self.token_param = "max_completion_tokens"
+            self.adapted.append("max_completion_tokens instead of max_tokens (the endpoint refused max_tokens)")
+            return True
+        if "reasoning_content" in low:
+            wanted = "passed back" in low or "missing" in low
+            if wanted != self.reasoning:
+                self.reasoning = wanted
+                self.adapted.append("reasoning_content sent back with each assistant turn" if wanted else
+                                    "reasoning_content left out of the conversation (the endpoint refused it)")
+                return True
+        return False
 
     def _openai(self) -> openai.AsyncOpenAI:
         if self._client is None:
@@ -230,8 +269,7 @@ class OpenAIModel:
         if status == 404:
             return (f"model endpoint {url} has no model {self.name!r} or no chat completions API (404): "
                     "check model.base_url and model.name")
-        detail = e.body.get("message") if isinstance(e.body, dict) else None  # the client unwraps "error"
-        return f"model endpoint {url} rejected the request ({status}): {_one_line(str(detail or e.message))}"
+        return f"model endpoint {url} rejected the request ({status}): {_one_line(_detail(e))}"
 
     def _reply(self, response, retries: int) -> Reply:
         if not response.choices:
@@ -247,15 +285,35 @@ class OpenAIModel:
             raw.append(fn.arguments or "{}")
         u = response.usage
         usage = Usage(getattr(u, "prompt_tokens", 0) or 0, getattr(u, "completion_tokens", 0) or 0)
+        message = assistant_message(msg.content, calls, raw)
+        if reasoning := (getattr(msg, "model_extra", None) or {}).get("reasoning_content"):
+            message["reasoning_content"] = reasoning  # thinking models (DeepSeek, Qwen) want it back
         return Reply(content=msg.content, tool_calls=calls, usage=usage,
-                     cost=cost(usage, self.price_in, self.price_out),
-                     message=assistant_message(msg.content, calls, raw), retries=retries)
+                     cost=cost(usage, self.price_in, self.price_out), message=message, retries=retries)
 
     def _scrub(self, text: str) -> str:
         """No key in any message: servers echo keys in errors, URLs may hold user:pass@."""
         if len(self._api_key) >= 4:
             text = text.replace(self._api_key, "<redacted>")
         return redact(text)
+
+
+def _detail(e: openai.APIStatusError) -> str:
+    """The server's own words for a refusal (the client unwraps an OpenAI `error` object; Ollama
+    and others send a bare string)."""
+    body = e.body
+    if isinstance(body, dict):
+        detail = body.get("message") or body.get("error") or body.get("detail")
+        if isinstance(detail, dict):
+            detail = detail.get("message")
+        if detail:
+            return str(detail)
+    return str(body) if isinstance(body, str) and body else e.message
+
+
+def _refuses_tools(detail: str) -> bool:
+    low = detail.lower()
+    return any(r in low for r in TOOL_REFUSALS)
 
 
 def _one_line(text: str, limit: int = 300) -> str:

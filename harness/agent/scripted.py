@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from ..errors import PlaybookError
 from ..patterns import valid_regex
 from ..yamlfile import Loader, node_line
+from . import quirks
 from .model import Reply, ToolCall, Usage, assistant_message, cost, estimate_tokens, parse_arguments
 
 
@@ -66,7 +67,11 @@ _RULES = TypeAdapter(list[ScriptRule])
 
 
 class ScriptedModel:
-    """A Model answering from a script; prices are per million tokens, 0 unless given."""
+    """A Model answering from a script; prices are per million tokens, 0 unless given. It
+    takes tools (no probe); behind a ScriptedServer with a quirk, the OpenAIModel in front of it
+    is what the session probes."""
+
+    probes = False
 
     def __init__(self, rules: list, name: str = "scripted", *, price_in: float = 0.0,
                  price_out: float = 0.0, source: str = "(script)"):
@@ -152,11 +157,14 @@ class ScriptedServer:
     """An OpenAI-compatible server on 127.0.0.1 answering from a ScriptedModel.
 
     `fail`: the first len(fail) chat requests get these statuses instead (a (status, seconds)
-    tuple adds a Retry-After header), for retry tests. `requests` holds every JSON body
-    received; the Authorization header is checked for presence and never kept."""
+    tuple adds a Retry-After header), for retry tests. `quirk`: behave like one real endpoint
+    (harness/agent/quirks.py). `requests` holds every JSON body received; the Authorization
+    header is checked for presence and never kept."""
 
-    def __init__(self, model: ScriptedModel, *, fail: list[int | tuple[int, float]] = ()):
-        self.model, self.fail = model, list(fail)
+    def __init__(self, model: ScriptedModel, *, fail: list[int | tuple[int, float]] = (), quirk: str | None = None):
+        if quirk is not None and quirk not in quirks.QUIRKS:
+            raise ValueError(f"unknown quirk {quirk!r}: one of {', '.join(quirks.QUIRKS)}")
+        self.model, self.fail, self.quirk = model, list(fail), quirk
         self.requests: list[dict] = []
         self._answered = 0  # chat requests past the auth check, to index `fail`
         self._lock = threading.Lock()
@@ -215,6 +223,8 @@ class ScriptedServer:
             headers = {} if wait is None else {"Retry-After": f"{wait:g}"}
             kind = "rate_limit_error" if status == 429 else "server_error" if status >= 500 else "invalid_request_error"
             return status, headers, _error_body(f"scripted failure {n + 1} ({status})", kind)
+        if self.quirk and (refused := quirks.refusal(self.quirk, request, self.model.name)):
+            return refused[0], {}, refused[1]
         return 200, {}, self._completion(n, messages)
 
     def _completion(self, n: int, messages: list[dict]) -> dict:
@@ -223,10 +233,12 @@ class ScriptedServer:
         if reply.tool_calls:  # on the wire, the arguments exactly as scripted, even broken JSON
             message["tool_calls"] = [{"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": raw}}
                                      for tc, (_, raw) in zip(reply.tool_calls, self.model.turn(messages)[2])]
+        if self.quirk:
+            message = quirks.shape(self.quirk, message, [(c.name, c.arguments) for c in reply.tool_calls])
         return {"id": f"chatcmpl-scripted-{n}", "object": "chat.completion", "created": int(time.time()),
                 "model": self.model.name,
                 "choices": [{"index": 0, "message": message, "logprobs": None,
-                             "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+                             "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
                 "usage": {"prompt_tokens": reply.usage.prompt_tokens,
                           "completion_tokens": reply.usage.completion_tokens,
                           "total_tokens": reply.usage.total}}

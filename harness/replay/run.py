@@ -119,7 +119,7 @@ async def _one_process(spec, directory: Path, start: dict, calls: list[dict], re
     ses: Session | None = None
     tape = Tape(calls, lambda: _where(ses), aliases)
     rt = ReplayTime(tape)
-    model = ReplayModel(tape, start["model"]) if start.get("model") else None
+    model = ReplayModel(tape, start["model"], start.get("probes", False)) if start.get("model") else None
     fingerprints = {e["attempt"]: e["fingerprint"] for e in mine if e["type"] == "verdict"}
 
     def view(ev, st):

@@ -164,8 +164,8 @@ class ReplayTransport:
 
 
 class ReplayModel:
-    def __init__(self, tape: Tape, name: str):
-        self.tape, self.name = tape, name
+    def __init__(self, tape: Tape, name: str, probes: bool = False):
+        self.tape, self.name, self.probes = tape, name, probes
 
     def projected(self, messages: list[dict]) -> tuple[int, float]:
         e = self.tape.take("projected", {})
@@ -174,7 +174,7 @@ class ReplayModel:
     async def complete(self, messages: list[dict], tools: list[dict]) -> Reply:
         r = self.tape.take("model", {"messages": messages, "tools": [t["function"]["name"] for t in tools]})["reply"]
         return Reply(r["content"], [ToolCall(**c) for c in r["calls"]], Usage(**r["usage"]), r["cost"],
-                     r["message"], r["retries"])
+                     r["message"], r["retries"], tuple(r.get("adapted", ())))
 
 
 class ReplayTime:

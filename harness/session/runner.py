@@ -62,6 +62,7 @@ async def run_spec(spec, directory: Path, *, offline: bool = False, ui=None, mod
         ses = Session(spec, directory, transport, model, offline=offline, ui=ui, clock=rtime.clock,
                       sleep=rtime.sleep, reopen=recording_opener(lambda: connect(host), recorder), process=process)
         recorder.add("start", format=FORMAT, offline=offline, model=model and model.name,
+                     probes=bool(model and model.probes),
                      journal_seq=len(ses.journal.events()), pid=os.getpid(), process=process)
         if on_session:
             on_session(ses)

@@ -84,6 +84,7 @@ class State:
     unreachable: dict | None = None  # the `unreachable` event of an outage not yet over
     start_error: str = ""  # the last controller start that failed its checks
     crashes: int = 0  # controllers that died without writing `end`
+    protocol: str | None = None  # how the agent acts with this model (`protocol` event): tools or text
 
     @property
     def relaunches(self) -> int:
@@ -145,6 +146,8 @@ def apply(st: State, ev: dict) -> State:
     elif kind == "cleanup":
         st.infra_retries += 1
         st.pending_changes.append("cleanup and retry: " + "; ".join(ev["commands"]) if ev["commands"] else "retry")
+    elif kind == "protocol":
+        st.protocol = ev["mode"]
     elif kind == "model":
         st.model_calls += 1
         st.tokens += ev["prompt_tokens"] + ev["completion_tokens"]

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 
+from ..agent.protocol import PING, PROBE, TEXT, TEXT_RULES, TOOLS, as_result, text_action, text_tool_calls
 from ..agent.tools import TOOL_SPECS, ToolResult, Tools
 from ..chain import STAGES
+from ..errors import ToolsRefused
 from ..redact import redact
 from .progress import regression
 from .state import State
@@ -24,6 +26,15 @@ start the training run yourself and never wait for it), `edit` (exact text repla
 file), then `relaunch` with a one-line summary of what you changed, or `give_up` with the reason \
 if it cannot be fixed from here. Make the smallest change that fixes the root cause; do not \
 disable checks to make errors disappear. The harness waits for the run and tells you the result."""
+
+
+SYSTEM_TEXT = """You are the on-call engineer of an RL post-training run (rollout engine, agent workers, \
+reward, trainer) that must get through its whole chain: {chain}.
+The harness launched it, followed its logs and stopped it; you fix what broke. Work in the \
+workdir {workdir} on host {host} with shell commands (read, search, run short checks; never start \
+the training run yourself and never wait for it). Make the smallest change that fixes the root \
+cause; do not disable checks to make errors disappear. The harness waits for the run and tells \
+you the result.""" + TEXT_RULES
 
 
 class GaveUp(Exception):
@@ -64,11 +75,49 @@ def _history_line(a) -> str:
            f"{', ' + root[:160] if root else ''} [{v['fingerprint']}]"
 
 
+async def protocol(ses, attempt: int) -> str:
+    """How the agent acts with this session's model: `model.actions`, or for `auto` one probe
+    with one tool — a refusal of tools, or no tool call back, means text; a native call, or one
+    left as text in the content (read from there), means tools. Decided once per session
+    (journaled: a resumed session keeps it)."""
+    if ses.state.protocol:
+        return ses.state.protocol
+    actions = ses.spec.model.actions if ses.spec.model is not None else "auto"
+    if actions != "auto" or not getattr(ses.model, "probes", False):
+        mode, why = (actions, "model.actions") if actions != "auto" else (TOOLS, f"{ses.model.name} takes tools")
+    else:
+        t0 = ses.clock()
+        try:
+            reply = await ses.model.complete(PROBE, [PING])
+        except ToolsRefused as e:
+            mode, why = TEXT, f"the endpoint refuses tools ({e})"
+        else:
+            _count(ses, attempt, 0, reply, t0)
+            if reply.tool_calls:
+                mode, why = TOOLS, "the probe's tool call came back as a tool call"
+            elif text_tool_calls(reply.content):
+                mode, why = TOOLS, "tool calls come back as text in the reply (<tool_call> …); they are read from there"
+            else:
+                mode, why = TEXT, "the probe got no tool call back"
+    ses.emit("protocol", attempt=attempt, mode=mode, reason=redact(why)[:300])
+    return mode
+
+
+def _count(ses, attempt: int, step: int, reply, t0: float) -> None:
+    ses.emit("model", attempt=attempt, step=step, prompt_tokens=reply.usage.prompt_tokens,
+             completion_tokens=reply.usage.completion_tokens, cost=reply.cost,
+             seconds=ses.clock() - t0, retries=reply.retries, content=redact(reply.content or "")[:2000])
+    for what in reply.adapted:
+        ses.note(f"the model endpoint wants {what}")
+
+
 async def agent_turn(ses, attempt: int, verdict: dict, digest: str) -> str:
     """Run the conversation; returns the relaunch summary. Raises GaveUp, or BudgetOver
     (from `ses.check_model`) before a call that would not fit."""
     st, spec = ses.state, ses.spec
-    system = SYSTEM.format(chain=" -> ".join(STAGES), workdir=spec.workdir, host=spec.host)
+    mode = await protocol(ses, attempt)
+    system = (SYSTEM_TEXT if mode == TEXT else SYSTEM).format(chain=" -> ".join(STAGES), workdir=spec.workdir,
+                                                              host=spec.host)
     messages = [{"role": "system", "content": system},
                 {"role": "user", "content": opening(st, verdict, digest, attempt)}]
     tools = Tools(ses.transport, ses.policy, timeout=ses.tool_timeout, once=ses.ops)
@@ -77,15 +126,20 @@ async def agent_turn(ses, attempt: int, verdict: dict, digest: str) -> str:
         ses.check_model(messages)
         t0 = ses.clock()
         ses.activity(f"asking {ses.model.name} (step {step})")
-        reply = await ses.model.complete(messages, TOOL_SPECS)
-        ses.emit("model", attempt=attempt, step=step, prompt_tokens=reply.usage.prompt_tokens,
-                 completion_tokens=reply.usage.completion_tokens, cost=reply.cost,
-                 seconds=ses.clock() - t0, retries=reply.retries, content=redact(reply.content or "")[:2000])
-        messages.append(reply.message)
-        if not reply.tool_calls:
-            messages.append({"role": "user", "content": "Use a tool: bash, edit, relaunch or give_up."})
+        try:
+            reply = await ses.model.complete(messages, [] if mode == TEXT else TOOL_SPECS)
+        except ToolsRefused as e:  # it took tools at the probe, and no longer does
+            mode = TEXT
+            ses.emit("protocol", attempt=attempt, mode=mode, reason=redact(f"the endpoint refuses tools ({e})")[:300])
+            messages[0]["content"] = SYSTEM_TEXT.format(chain=" -> ".join(STAGES), workdir=spec.workdir, host=spec.host)
             continue
-        for call in reply.tool_calls:
+        _count(ses, attempt, step, reply, t0)
+        calls, problem = _actions(mode, reply)
+        messages.append(reply.message if reply.tool_calls else _plain(reply))
+        if not calls:
+            messages.append({"role": "user", "content": problem})
+            continue
+        for call in calls:
             args = call.arguments if call.error is None else {"_error": call.error}
             ses.check_step()
             ses.activity(f"{call.name} {_short(args)}")
@@ -96,7 +150,7 @@ async def agent_turn(ses, attempt: int, verdict: dict, digest: str) -> str:
                 warned, res = True, ToolResult(UNCHANGED.format(n=attempt))
             ses.emit("tool", attempt=attempt, step=step, name=call.name, arguments=_short(args, 400),
                      refused=res.refused, end=res.end, summary=res.summary, output=res.output[:2000])
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": res.output})
+            messages.append(as_result(call, res.output))
             if res.end == "relaunch":
                 return res.summary or "relaunch"
             if res.end == "give_up":
@@ -106,6 +160,25 @@ async def agent_turn(ses, attempt: int, verdict: dict, digest: str) -> str:
                        "without changing anything")
     ses.note(f"the agent used its {spec.budgets.agent_steps_per_attempt} steps for this attempt; relaunching")
     return "agent step limit for the attempt reached"
+
+
+def _actions(mode: str, reply) -> tuple[list, str]:
+    """The tool calls of a reply, or what to tell the model when it has none."""
+    if mode == TOOLS:
+        calls = reply.tool_calls or text_tool_calls(reply.content)
+        return calls, "" if calls else "Use a tool: bash, edit, relaunch or give_up."
+    if reply.tool_calls:  # a model that calls tools anyway, unasked: take them
+        return reply.tool_calls, ""
+    call, problem = text_action(reply.content)
+    return ([call] if call else []), problem or ""
+
+
+def _plain(reply) -> dict:
+    """The assistant turn as plain text (its tool calls, if any, were read from the text)."""
+    msg = {"role": "assistant", "content": reply.content or ""}
+    if "reasoning_content" in reply.message:
+        msg["reasoning_content"] = reply.message["reasoning_content"]
+    return msg
 
 
 def _short(args: dict, n: int = 120) -> str:
