@@ -108,16 +108,22 @@ def trust(
 
 @app.command()
 def doctor(spec: Path = typer.Argument(..., help="The run spec (harness.yaml).")) -> None:
-    """Check a spec: SSH, host key, workdir, git, python, the launch script. Exit 1 if any fails."""
+    """Check a spec: SSH, host key, workdir, git, python, the launch script; the model's key,
+    endpoint and protocol. Exit 1 if any fails."""
     import asyncio
 
     from .remote.doctor import doctor as run_checks
     from .spec import load_spec
 
-    checks = asyncio.run(run_checks(load_spec(spec)))
-    for c in checks:
-        typer.echo(f"{'✓' if c.ok else '✗'} {c.name}: {c.detail}")
-    if not all(c.ok for c in checks):
+    s = load_spec(spec)
+    checks = [(c.name, c.ok, c.detail) for c in asyncio.run(run_checks(s))]
+    if s.model is not None:
+        from .agent.doctor import model_checks
+
+        checks += asyncio.run(model_checks(s.model))
+    for name, ok, detail in checks:
+        typer.echo(f"{'✓' if ok else '✗'} {name}: {detail}")
+    if not all(ok for _, ok, _ in checks):
         raise typer.Exit(1)
 
 

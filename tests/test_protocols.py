@@ -125,6 +125,16 @@ def test_a_refused_parameter_is_learned_once_and_the_session_passes(tmp_path, qu
     assert refused and all(check(r) for r in requests[refused[-1] + 1:])  # after the refusal, never again
 
 
+def test_an_endpoint_that_refuses_tools_mid_session_moves_it_to_text(tmp_path):
+    """`actions: tools` set by hand against a server without a tool parser: its first refusal
+    switches the session to text (journaled) and the night goes on to a green chain."""
+    journal, requests = session(tmp_path, "vllm-no-parser", actions="tools")
+    protos = events(journal, "protocol")
+    assert [p["mode"] for p in protos] == ["tools", "text"] and "refuses tools" in protos[1]["reason"], protos
+    assert journal[-1]["reason"] == "passed", journal[-1]
+    assert "tools" in requests[0] and not any("tools" in r for r in requests[1:])
+
+
 def test_text_mode_can_be_set_and_a_model_that_never_writes_a_block_is_bounded(tmp_path):
     """`actions: text` without a probe; a model that only talks gets the format message after
     each reply, its steps run out, and the session ends stuck, saying so."""
@@ -136,3 +146,48 @@ def test_text_mode_can_be_set_and_a_model_that_never_writes_a_block_is_bounded(t
     format_msgs = [m["content"] for m in requests[-1]["messages"] if m["role"] == "user"][1:]
     assert format_msgs == [FORMAT.format(found="found none")] * 3
     assert journal[-1]["reason"] == "stuck", journal[-1]
+
+
+# -- harness doctor checks the model ---------------------------------------------------------
+
+def doctor(tmp_path, base_url, name="scripted", key_env="HARNESS_TEST_KEY", env=None):
+    import subprocess
+    from pathlib import Path
+    (tmp_path / "w").mkdir(exist_ok=True)
+    (tmp_path / "w" / "run.sh").write_text("echo run\n")
+    spec = tmp_path / "harness.yaml"
+    spec.write_text(f"host: localhost\ntransport: local\nworkdir: {tmp_path / 'w'}\nlaunch:\n  command: bash run.sh\n"
+                    f"model:\n  base_url: {base_url}\n  name: {name}\n  api_key_env: {key_env}\n")
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run([sys.executable, "-m", "harness.cli", "doctor", str(spec)], capture_output=True, text=True,
+                          cwd=root, timeout=120, env={**os.environ, "HARNESS_TEST_KEY": "k", **(env or {})})
+
+
+def model_lines(r):
+    return [ln for ln in r.stdout.splitlines() if "model" in ln.split(":")[0]]
+
+
+@pytest.mark.parametrize("quirk,mode", [(None, "tools"), ("vllm-no-parser", "text"), ("vllm-wrong-parser", "tools")])
+def test_doctor_says_which_protocol_auto_picks(tmp_path, quirk, mode):
+    with ScriptedServer(ScriptedModel.from_file(SCRIPT), quirk=quirk) as server:
+        r = doctor(tmp_path, server.url)
+    lines = model_lines(r)
+    assert r.returncode == 0 and [ln.split(":")[0] for ln in lines] == ["✓ model key", "✓ model endpoint",
+                                                                       "✓ model protocol"], r.stdout + r.stderr
+    assert "serves 'scripted'" in lines[1] and f"✓ model protocol: {mode} (" in lines[2] and "round trip" in lines[2]
+
+
+def test_doctor_reports_a_bad_model_endpoint_in_one_line(tmp_path):
+    import socket
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    r = doctor(tmp_path, dead)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert model_lines(r)[-1].startswith(f"✗ model endpoint: cannot reach {dead}")
+    with ScriptedServer(ScriptedModel.from_file(SCRIPT)) as server:
+        r = doctor(tmp_path, server.url, name="qwen3-32b")
+        assert r.returncode == 1 and "✗ model endpoint:" in r.stdout and "does not serve 'qwen3-32b'" in r.stdout \
+            and "(it serves: scripted)" in r.stdout
+        r = doctor(tmp_path, server.url, key_env="HARNESS_UNSET_KEY")
+        assert r.returncode == 1 and "✗ model key: environment variable HARNESS_UNSET_KEY" in r.stdout

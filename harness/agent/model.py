@@ -250,6 +250,10 @@ class OpenAIModel:
                 return True
         return False
 
+    def client(self) -> openai.AsyncOpenAI:
+        """The client of this endpoint (for other calls than chat, such as `harness doctor`'s list)."""
+        return self._openai()
+
     def _openai(self) -> openai.AsyncOpenAI:
         if self._client is None:
             # A proxy from the environment (http_proxy, common on intranet hosts) would capture

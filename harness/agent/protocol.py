@@ -7,8 +7,8 @@ the wrong parser leaves as text in the reply — `<tool_call>{…}</tool_call>` 
 tool; a block whose only line is `relaunch SUMMARY` or `give_up REASON` ends the turn. Files are
 edited with shell commands (a heredoc, `python3 - <<'EOF'`, `sed`), which pass the same policy.
 
-`auto` probes the endpoint once with one tool (`choose` in harness/session/turn.py decides from
-the answer). Pure functions only: parsing, the probe's request, the refusal texts.
+`auto` probes the endpoint once with one tool (`probe`; harness/session/turn.py journals the
+choice, `harness doctor` shows it). Everything else here is pure: parsing and the probe's request.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 
+from ..errors import ToolsRefused
 from .model import ToolCall
 
 TOOLS, TEXT = "tools", "text"
@@ -89,6 +90,21 @@ PING = {"type": "function", "function": {
     "name": "ping", "description": "Answers pong. Call it when asked to.",
     "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}}
 PROBE = [{"role": "user", "content": 'Call the tool `ping` with {"n": 1}. Reply with nothing else.'}]
+
+async def probe(model) -> tuple[str, str, object]:
+    """(mode, why, the probe's reply or None) from one request offering one tool: an error that
+    says the endpoint takes no tools, or no tool call back, means text; a native call, or one
+    left as text in the content, means tools. Other errors (a refused key, a dead endpoint) raise."""
+    try:
+        reply = await model.complete(PROBE, [PING])
+    except ToolsRefused as e:
+        return TEXT, f"the endpoint refuses tools ({e})", None
+    if reply.tool_calls:
+        return TOOLS, "the probe's tool call came back as a tool call", reply
+    if text_tool_calls(reply.content):
+        return TOOLS, "tool calls come back as text in the reply (<tool_call> …); they are read from there", reply
+    return TEXT, "the probe got no tool call back", reply
+
 
 def as_result(call: ToolCall, output: str) -> dict:
     """The message that carries a tool's output back: a tool message for a native call, a user

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from ..agent.protocol import PING, PROBE, TEXT, TEXT_RULES, TOOLS, as_result, text_action, text_tool_calls
+from ..agent.protocol import TEXT, TEXT_RULES, TOOLS, as_result, probe, text_action, text_tool_calls
 from ..agent.tools import TOOL_SPECS, ToolResult, Tools
 from ..chain import STAGES
 from ..errors import ToolsRefused
@@ -87,18 +87,9 @@ async def protocol(ses, attempt: int) -> str:
         mode, why = (actions, "model.actions") if actions != "auto" else (TOOLS, f"{ses.model.name} takes tools")
     else:
         t0 = ses.clock()
-        try:
-            reply = await ses.model.complete(PROBE, [PING])
-        except ToolsRefused as e:
-            mode, why = TEXT, f"the endpoint refuses tools ({e})"
-        else:
+        mode, why, reply = await probe(ses.model)
+        if reply is not None:
             _count(ses, attempt, 0, reply, t0)
-            if reply.tool_calls:
-                mode, why = TOOLS, "the probe's tool call came back as a tool call"
-            elif text_tool_calls(reply.content):
-                mode, why = TOOLS, "tool calls come back as text in the reply (<tool_call> …); they are read from there"
-            else:
-                mode, why = TEXT, "the probe got no tool call back"
     ses.emit("protocol", attempt=attempt, mode=mode, reason=redact(why)[:300])
     return mode
 
