@@ -89,6 +89,10 @@ class ToolsRefused(ModelError):
     without tool support): the agent talks to it in the text protocol instead."""
 
 
+class ContextOverflow(ModelError):
+    """The conversation no longer fits the model's context (`maximum context length`)."""
+
+
 class JournalError(HarnessError):
     """A session's journal.jsonl (or recording.jsonl) has a corrupt line before its end, or the
     journal cannot be written."""

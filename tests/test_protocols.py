@@ -191,3 +191,42 @@ def test_doctor_reports_a_bad_model_endpoint_in_one_line(tmp_path):
             and "(it serves: scripted)" in r.stdout
         r = doctor(tmp_path, server.url, key_env="HARNESS_UNSET_KEY")
         assert r.returncode == 1 and "✗ model key: environment variable HARNESS_UNSET_KEY" in r.stdout
+
+
+# -- a long attempt stays within its context ------------------------------------------------
+
+def long_script(outputs: int, lines: int) -> list:
+    """The demo's rule for fault 04, after `outputs` commands that each print `lines` lines."""
+    import yaml
+    rules = yaml.safe_load(open(SCRIPT))
+    rule = next(r for r in rules if "speculative" in r["when"])
+    looks = [{"calls": [{"tool": "bash", "args": {"command": f"seq 1 {lines}"}}]}] * outputs
+    return [{"when": rule["when"], "replies": looks + rule["replies"]}]
+
+
+def one_fault_session(tmp_path, quirk, script):
+    work = prepare(tmp_path, FAULTS[:1])
+    os.environ["HARNESS_TEST_KEY"] = "test-key"
+    with ScriptedServer(ScriptedModel(script), quirk=quirk) as server:
+        d = spec_dict(work, server.url, "scripted", "HARNESS_TEST_KEY")
+        d["launch"] |= {"settle": 2, "unset": sorted(PROXY_VARS)}
+        asyncio.run(run_spec(RunSpec.model_validate(d), tmp_path / "session"))
+        requests = list(server.requests)
+    return Journal.read(tmp_path / "session" / "journal.jsonl"), requests
+
+
+def test_older_tool_outputs_are_one_line_in_a_long_attempt(tmp_path):
+    journal, requests = one_fault_session(tmp_path, None, long_script(9, 40))
+    assert journal[-1]["reason"] == "passed", journal[-1]
+    last = [r for r in requests if len(r["messages"]) > 2][-1]  # the relaunch request of the attempt
+    outputs = [m["content"] for m in last["messages"] if m["role"] == "tool"]
+    hidden = [o for o in outputs if "more lines hidden to save context" in o]
+    assert len(outputs) >= 10 and len(outputs) - len(hidden) == 6  # the latest six in full
+    assert all(o.startswith("exit status 0") and "\n" not in o for o in hidden)
+
+
+def test_a_context_overflow_hides_every_older_output_and_the_night_goes_on(tmp_path):
+    journal, requests = one_fault_session(tmp_path, "small-context", long_script(7, 2000))
+    notes = [e["text"] for e in events(journal, "note")]
+    assert any("outgrew the model's context" in n for n in notes), notes
+    assert journal[-1]["reason"] == "passed", journal[-1]

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import openai
 
-from ..errors import ModelError, ToolsRefused
+from ..errors import ContextOverflow, ModelError, ToolsRefused
 from ..redact import redact
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,8 @@ TOOL_REFUSALS = ("tool choice requires --enable-auto-tool-choice", "--tool-call-
                  "tools are not supported", "tool calling is not supported", "tool_choice is not supported",
                  "unsupported parameter: 'tools'", "unrecognized request argument supplied: tools",
                  "function calling is not supported")
+OVERFLOWS = ("maximum context length", "context_length_exceeded", "context length is", "prompt is too long",
+             "exceeds the model's context", "too many tokens in the prompt", "input is too long")
 
 
 @dataclass(frozen=True)
@@ -222,8 +224,10 @@ class OpenAIModel:
             if not _retryable(e.status_code):
                 if self._adapt(_detail(e)):
                     return None, None, None
-                text = self._scrub(self._refusal(e))
-                raise (ToolsRefused if _refuses_tools(_detail(e)) else ModelError)(text) from None
+                text, low = self._scrub(self._refusal(e)), _detail(e).lower()
+                kind = ToolsRefused if _refuses_tools(low) else \
+                    ContextOverflow if any(o in low for o in OVERFLOWS) else ModelError
+                raise kind(text) from None
             return None, f"status {e.status_code}", retry_after(e.response.headers)
         except openai.APITimeoutError:
             return None, f"no answer within {self.timeout:g}s", None

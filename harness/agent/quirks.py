@@ -10,6 +10,8 @@ agent's protocols are tested over real HTTP against each behaviour, with the dem
                        refused (400 "Missing `reasoning_content` field …")
     reasoning-refused  replies carry `reasoning_content`, and a request that sends it back is refused
     no-max-tokens      OpenAI o-series / GPT-5: `max_tokens` refused, `max_completion_tokens` wanted
+    small-context      a model with a small context: a longer conversation gets vLLM's 400
+                       "This model's maximum context length is …"
 
 The refusal texts are the servers' own (vLLM's serving_chat check, Ollama's api error, DeepSeek's
 thinking-mode guide, OpenAI's unsupported_parameter). A scripted reply becomes text the way a model
@@ -21,7 +23,8 @@ from __future__ import annotations
 import json
 
 QUIRKS = ("vllm-no-parser", "vllm-wrong-parser", "ollama-no-tools", "deepseek-thinking", "reasoning-refused",
-          "no-max-tokens")
+          "no-max-tokens", "small-context")
+CONTEXT = 6000  # tokens (chars / 4) the `small-context` endpoint takes
 TEXT_ONLY = ("vllm-no-parser", "ollama-no-tools")
 THOUGHT = "Let me look at the verdict first."
 
@@ -42,6 +45,10 @@ def refusal(quirk: str, request: dict, model_name: str) -> tuple[int, dict] | No
         return 400, _openai_error("Unsupported parameter: 'max_tokens' is not supported with this model. "
                                   "Use 'max_completion_tokens' instead.", "max_tokens", "unsupported_parameter")
     messages = request.get("messages") or []
+    if quirk == "small-context" and (n := len(json.dumps(messages)) // 4) > CONTEXT:
+        return 400, {"object": "error", "type": "BadRequestError", "param": None, "code": 400,
+                     "message": f"This model's maximum context length is {CONTEXT} tokens. However, you requested "
+                                f"{n} tokens in the messages, Please reduce the length of the messages."}
     if quirk == "deepseek-thinking":
         for i, m in enumerate(messages):
             if m.get("role") == "assistant" and m.get("tool_calls") and not m.get("reasoning_content"):

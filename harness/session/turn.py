@@ -13,7 +13,7 @@ import json
 from ..agent.protocol import TEXT, TEXT_RULES, TOOLS, as_result, probe, text_action, text_tool_calls
 from ..agent.tools import TOOL_SPECS, ToolResult, Tools
 from ..chain import STAGES
-from ..errors import ToolsRefused
+from ..errors import ContextOverflow, ToolsRefused
 from ..redact import redact
 from .progress import regression
 from .state import State
@@ -113,12 +113,21 @@ async def agent_turn(ses, attempt: int, verdict: dict, digest: str) -> str:
                 {"role": "user", "content": opening(st, verdict, digest, attempt)}]
     tools = Tools(ses.transport, ses.policy, timeout=ses.tool_timeout, once=ses.ops)
     warned = False  # told once already that a relaunch would change nothing
+    results: list[int] = []  # where tool outputs sit in `messages`
+    keep = KEEP_OUTPUTS
     for step in range(1, spec.budgets.agent_steps_per_attempt + 1):
-        ses.check_model(messages)
+        sent = masked(messages, results, keep)
+        ses.check_model(sent)
         t0 = ses.clock()
         ses.activity(f"asking {ses.model.name} (step {step})")
         try:
-            reply = await ses.model.complete(messages, [] if mode == TEXT else TOOL_SPECS)
+            reply = await ses.model.complete(sent, [] if mode == TEXT else TOOL_SPECS)
+        except ContextOverflow:
+            if keep == 0:
+                raise
+            keep = 0  # every older output to one line, then ask again (once)
+            ses.note("the conversation outgrew the model's context: every earlier tool output is now one line")
+            continue
         except ToolsRefused as e:  # it took tools at the probe, and no longer does
             mode = TEXT
             ses.emit("protocol", attempt=attempt, mode=mode, reason=redact(f"the endpoint refuses tools ({e})")[:300])
@@ -141,6 +150,7 @@ async def agent_turn(ses, attempt: int, verdict: dict, digest: str) -> str:
                 warned, res = True, ToolResult(UNCHANGED.format(n=attempt))
             ses.emit("tool", attempt=attempt, step=step, name=call.name, arguments=_short(args, 400),
                      refused=res.refused, end=res.end, summary=res.summary, output=res.output[:2000])
+            results.append(len(messages))
             messages.append(as_result(call, res.output))
             if res.end == "relaunch":
                 return res.summary or "relaunch"
@@ -151,6 +161,25 @@ async def agent_turn(ses, attempt: int, verdict: dict, digest: str) -> str:
                        "without changing anything")
     ses.note(f"the agent used its {spec.budgets.agent_steps_per_attempt} steps for this attempt; relaunching")
     return "agent step limit for the attempt reached"
+
+
+KEEP_OUTPUTS = 6  # tool outputs an agent sees in full: the latest ones; older ones are one line each
+
+
+def masked(messages: list[dict], results: list[int], keep: int) -> list[dict]:
+    """The conversation as sent: tool outputs before the last `keep` cut to one line (what it
+    began with, how many lines were hidden), so a 40-step attempt stays within a model's context."""
+    old = set(results[:-keep] if keep else results)
+    return [_one_line(m) if i in old else m for i, m in enumerate(messages)]
+
+
+def _one_line(m: dict) -> dict:
+    text = m["content"]
+    head, _, rest = text.partition("\n")
+    if m["role"] == "user":  # a text-protocol result: its first line names the command
+        first = rest.partition("\n")[0]
+        head, rest = f"{head} {first}", rest.partition("\n")[2]
+    return {**m, "content": f"{head[:200]} [{rest.count(chr(10)) + bool(rest)} more lines hidden to save context]"}
 
 
 def _actions(mode: str, reply) -> tuple[list, str]:
