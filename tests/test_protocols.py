@@ -230,3 +230,27 @@ def test_a_context_overflow_hides_every_older_output_and_the_night_goes_on(tmp_p
     notes = [e["text"] for e in events(journal, "note")]
     assert any("outgrew the model's context" in n for n in notes), notes
     assert journal[-1]["reason"] == "passed", journal[-1]
+
+
+# -- a bad model cannot hurt the night ---------------------------------------------------------
+
+@pytest.mark.parametrize("replies,detail", [
+    ([{"calls": [{"tool": "edit", "args": {"path": "minichain/server.py", "old": "no such text", "new": "x"}}]}] * 8,
+     "the same edit call 3 times in a row"),
+    ([{"calls": [{"tool": "bash", "args": {"command": "cat /nonexistent/train.py"}}]}] * 8,
+     "the same bash call 3 times in a row"),
+    ([{"calls": [{"tool": "bash", "args": {"command": "ls"}, "raw": "{not json"}]}] * 8,
+     "the same bash call 3 times in a row"),
+], ids=["failing-edit", "hallucinated-path", "invalid-arguments"])
+def test_a_model_going_round_in_circles_ends_stuck_saying_so(tmp_path, replies, detail):
+    journal, _ = one_fault_session(tmp_path, None, [{"when": ".", "replies": replies}])
+    assert journal[-1]["reason"] == "stuck" and detail in journal[-1]["detail"], journal[-1]
+    assert len(events(journal, "tool")) == 3
+
+
+def test_a_model_that_never_relaunches_is_bounded_by_its_steps(tmp_path):
+    """Different commands, never a change, never relaunch: the attempt's steps run out and the
+    session ends stuck (nothing changed), not in a loop."""
+    replies = [{"calls": [{"tool": "bash", "args": {"command": f"echo look {n}"}}]} for n in range(60)]
+    journal, _ = one_fault_session(tmp_path, None, [{"when": ".", "replies": replies}])
+    assert journal[-1]["reason"] == "stuck" and "steps" in journal[-1]["detail"], journal[-1]

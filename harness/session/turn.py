@@ -115,6 +115,7 @@ async def agent_turn(ses, attempt: int, verdict: dict, digest: str) -> str:
     warned = False  # told once already that a relaunch would change nothing
     results: list[int] = []  # where tool outputs sit in `messages`
     keep = KEEP_OUTPUTS
+    same, last = 0, None  # the same action with the same result, in a row
     for step in range(1, spec.budgets.agent_steps_per_attempt + 1):
         sent = masked(messages, results, keep)
         ses.check_model(sent)
@@ -150,6 +151,11 @@ async def agent_turn(ses, attempt: int, verdict: dict, digest: str) -> str:
                 warned, res = True, ToolResult(UNCHANGED.format(n=attempt))
             ses.emit("tool", attempt=attempt, step=step, name=call.name, arguments=_short(args, 400),
                      refused=res.refused, end=res.end, summary=res.summary, output=res.output[:2000])
+            this = (call.name, json.dumps(args, sort_keys=True), res.output)
+            same, last = (same + 1 if this == last else 1), this
+            if same >= REPEATS:
+                raise NoChange(f"the agent made the same {call.name} call {REPEATS} times in a row with the same "
+                               f"result ({_short(args, 80)})")
             results.append(len(messages))
             messages.append(as_result(call, res.output))
             if res.end == "relaunch":
@@ -164,6 +170,7 @@ async def agent_turn(ses, attempt: int, verdict: dict, digest: str) -> str:
 
 
 KEEP_OUTPUTS = 6  # tool outputs an agent sees in full: the latest ones; older ones are one line each
+REPEATS = 3  # the same call with the same result this many times in a row: the agent is going round in circles
 
 
 def masked(messages: list[dict], results: list[int], keep: int) -> list[dict]:
