@@ -196,11 +196,11 @@ def test_doctor_reports_a_bad_model_endpoint_in_one_line(tmp_path):
 # -- a long attempt stays within its context ------------------------------------------------
 
 def long_script(outputs: int, lines: int) -> list:
-    """The demo's rule for fault 04, after `outputs` commands that each print `lines` lines."""
+    """The demo's rule for fault 04, after `outputs` different commands that each print `lines` lines."""
     import yaml
     rules = yaml.safe_load(open(SCRIPT))
     rule = next(r for r in rules if "speculative" in r["when"])
-    looks = [{"calls": [{"tool": "bash", "args": {"command": f"seq 1 {lines}"}}]}] * outputs
+    looks = [{"calls": [{"tool": "bash", "args": {"command": f"seq {n} {n + lines - 1}"}}]} for n in range(outputs)]
     return [{"when": rule["when"], "replies": looks + rule["replies"]}]
 
 
