@@ -18,23 +18,18 @@ from ..redact import redact
 from .progress import regression
 from .state import State
 
-SYSTEM = """You are the on-call engineer of an RL post-training run (rollout engine, agent workers, \
+_INTRO = """You are the on-call engineer of an RL post-training run (rollout engine, agent workers, \
 reward, trainer) that must get through its whole chain: {chain}.
 The harness launched it, followed its logs and stopped it; you fix what broke. Work in the \
-workdir {workdir} on host {host} with the tools: `bash` (read, search, run short checks; never \
+workdir {workdir} on host {host} with """
+_RULES = """Make the smallest change that fixes the root cause; do not \
+disable checks to make errors disappear. The harness waits for the run and tells you the result."""
+SYSTEM = _INTRO + """the tools: `bash` (read, search, run short checks; never \
 start the training run yourself and never wait for it), `edit` (exact text replacement in one \
 file), then `relaunch` with a one-line summary of what you changed, or `give_up` with the reason \
-if it cannot be fixed from here. Make the smallest change that fixes the root cause; do not \
-disable checks to make errors disappear. The harness waits for the run and tells you the result."""
-
-
-SYSTEM_TEXT = """You are the on-call engineer of an RL post-training run (rollout engine, agent workers, \
-reward, trainer) that must get through its whole chain: {chain}.
-The harness launched it, followed its logs and stopped it; you fix what broke. Work in the \
-workdir {workdir} on host {host} with shell commands (read, search, run short checks; never start \
-the training run yourself and never wait for it). Make the smallest change that fixes the root \
-cause; do not disable checks to make errors disappear. The harness waits for the run and tells \
-you the result.""" + TEXT_RULES
+if it cannot be fixed from here. """ + _RULES
+SYSTEM_TEXT = _INTRO + """shell commands (read, search, run short checks; never start the training \
+run yourself and never wait for it). """ + _RULES + TEXT_RULES
 
 
 class GaveUp(Exception):
