@@ -254,3 +254,15 @@ def test_a_model_that_never_relaunches_is_bounded_by_its_steps(tmp_path):
     replies = [{"calls": [{"tool": "bash", "args": {"command": f"echo look {n}"}}]} for n in range(60)]
     journal, _ = one_fault_session(tmp_path, None, [{"when": ".", "replies": replies}])
     assert journal[-1]["reason"] == "stuck" and "steps" in journal[-1]["detail"], journal[-1]
+
+
+@pytest.mark.parametrize("content", ["", "lorem ipsum \x00\x01 {{{{ ]]]"], ids=["empty", "garbage"])
+def test_empty_or_garbage_replies_are_bounded(tmp_path, content):
+    """A model that answers nothing usable, the probe included (so `auto` picks text): each reply
+    gets the format message, the steps run out, the session ends stuck saying so."""
+    journal, requests = one_fault_session(tmp_path, None, [{"when": ".", "replies": [{"content": content}] * 60}])
+    (proto,) = events(journal, "protocol")
+    assert proto["mode"] == "text" and "no tool call back" in proto["reason"]
+    assert journal[-1]["reason"] == "stuck" and "steps" in journal[-1]["detail"], journal[-1]
+    nudges = [m["content"] for m in requests[-1]["messages"] if m["role"] == "user"][1:]
+    assert nudges and set(nudges) == {FORMAT.format(found="found none")}
