@@ -37,6 +37,7 @@ TOOL_REFUSALS = ("tool choice requires --enable-auto-tool-choice", "--tool-call-
                  "tools are not supported", "tool calling is not supported", "tool_choice is not supported",
                  "unsupported parameter: 'tools'", "unrecognized request argument supplied: tools",
                  "function calling is not supported")
+MAX_ADAPT = 3  # changes of request shape within one call: an endpoint contradicting itself is refused
 OVERFLOWS = ("maximum context length", "context_length_exceeded", "context length is", "prompt is too long",
              "exceeds the model's context", "too many tokens in the prompt", "input is too long")
 
@@ -192,8 +193,11 @@ class OpenAIModel:
             response, last, delay = await self._attempt(messages, tools)
             if response is not None:
                 return dataclasses.replace(self._reply(response, retries), adapted=tuple(self.adapted[learned:]))
-            if last is None:  # the endpoint wants the request another way (`_adapt`): ask again at once
-                continue
+            if last is None and len(self.adapted) - learned <= MAX_ADAPT:  # asked for another way (`_adapt`):
+                continue                                                   # ask again at once, a few times at most
+            if last is None:
+                raise ModelError(self._scrub(f"model endpoint {self.base_url} keeps refusing the request: "
+                                             f"{'; '.join(self.adapted[learned:])}"))
             if retries >= self.max_retries:
                 raise ModelError(self._scrub(
                     f"model endpoint {self.base_url} still failing after {retries} retries (last: {last}): "
