@@ -24,8 +24,9 @@ SCRIPT = Path(__file__).resolve().parent / "agent" / "demo_script.yaml"
 DEMO_KEY_ENV = "HARNESS_DEMO_API_KEY"
 
 
-def prepare(dest: Path, faults: list[str] | None = None) -> Path:
-    """A copy of minichain with the named fault patches (default: all ten) applied; returns its directory."""
+def prepare(dest: Path, faults: list[str | Path] | None = None) -> Path:
+    """A copy of minichain with the fault patches applied — names of faults/ (default: all ten) or
+    patch files — returns its directory."""
     if not (TARGET / "run.sh").is_file():
         raise BadInput(f"harness demo needs the source checkout's {TARGET}; run it from a clone of the repository")
     if shutil.which("git") is None:
@@ -33,7 +34,7 @@ def prepare(dest: Path, faults: list[str] | None = None) -> Path:
     work = dest / "minichain"
     shutil.copytree(TARGET, work, ignore=shutil.ignore_patterns("__pycache__", "faults"))
     patches = sorted((TARGET / "faults").glob("*.patch")) if faults is None else \
-        [TARGET / "faults" / f"{name}.patch" for name in faults]
+        [f if isinstance(f, Path) else TARGET / "faults" / f"{f}.patch" for f in faults]
     for patch in patches:
         r = subprocess.run(["git", "apply", str(patch)], cwd=work, capture_output=True, text=True)
         if r.returncode:

@@ -64,20 +64,15 @@ def patch_path(fault: str, base: Path) -> Path:
 async def run_scenario(sc: Scenario, suite: Suite, base: Path, dest: Path, model: dict, session: str) -> dict:
     """One scenario as a session named `session` (unique: a run's id, and so which processes its
     stop sweeps, comes from it — two scenarios at once must not share one); its row."""
-    import shutil
-    import subprocess
-
-    from .demo import TARGET, spec_dict
+    from .demo import prepare, spec_dict
     from .session.runner import run_spec
     from .spec import RunSpec
 
-    work = dest / "minichain"
-    shutil.copytree(TARGET, work, ignore=shutil.ignore_patterns("__pycache__", "faults"))
-    for fault in sc.faults:
-        p = patch_path(fault, base)
-        r = subprocess.run(["git", "apply", str(p)], cwd=work, capture_output=True, text=True)
-        if r.returncode:
-            raise BadInput(f"scenario {sc.name}: could not apply {p.name}: {r.stderr.strip()}")
+    patches = [patch_path(f, base) for f in sc.faults]
+    try:
+        work = prepare(dest, patches)
+    except BadInput as e:
+        raise BadInput(f"scenario {sc.name}: {e}") from None
     d = spec_dict(work, model["base_url"], model["name"], model["key_env"])
     d["budgets"] = DEFAULT_BUDGETS | suite.budgets | sc.budgets
     t0 = time.monotonic()

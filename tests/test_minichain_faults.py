@@ -85,17 +85,23 @@ def faulted(tmp_path_factory):
 
     def get(name: str):
         if name not in cache:
-            # a neutral directory name: the log's first line shows the config path, and a
-            # slug such as "multiturn-no-timeout" would match the signatures themselves
-            work = tmp_path_factory.mktemp(f"fault{name[:2]}-") / "minichain"
-            shutil.copytree(TARGET, work, ignore=shutil.ignore_patterns("__pycache__", "faults"))
-            git(work, "init", "-q")
-            git(work, "apply", str(FAULTS_DIR / f"{name}.patch"))
-            log = work.parent / "run.log"
-            code, took = run(work, log, HANG_LIMIT)
-            cache[name] = (code, took, log, work)
+            cache[name] = run_patched(tmp_path_factory.mktemp(f"fault{name[:2]}-"), FAULTS_DIR / f"{name}.patch",
+                                      HANG_LIMIT)
         return cache[name]
     return get
+
+
+def run_patched(parent: Path, patch: Path, limit: float):
+    """A copy of minichain in parent/minichain (a neutral directory name: the log's first line
+    shows the config path, and a slug such as "multiturn-no-timeout" would match the signatures
+    themselves) with `patch` applied, run once: (exit code or None, seconds, log, copy)."""
+    work = parent / "minichain"
+    shutil.copytree(TARGET, work, ignore=shutil.ignore_patterns("__pycache__", "faults"))
+    git(work, "init", "-q")
+    git(work, "apply", str(patch))
+    log = parent / "run.log"
+    code, took = run(work, log, limit)
+    return code, took, log, work
 
 
 def test_every_patch_has_a_row_and_all_apply_together(tmp_path):

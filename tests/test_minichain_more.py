@@ -23,7 +23,7 @@ from harness.session.journal import Journal
 from harness.session.runner import run_spec
 from harness.spec import RunSpec
 from test_minichain import PROXY_VARS, TARGET, processes_of
-from test_minichain_faults import analyse, git, run
+from test_minichain_faults import analyse, git, run, run_patched
 
 MORE = TARGET / "faults" / "more"
 LIMIT = 20.0  # seconds before a run that printed nothing more counts as hung and is killed
@@ -67,12 +67,7 @@ def ran(tmp_path_factory):
 
     def get(name: str):
         if name not in cache:
-            work = tmp_path_factory.mktemp(f"more{name[:2]}-") / "minichain"
-            shutil.copytree(TARGET, work, ignore=shutil.ignore_patterns("__pycache__", "faults"))
-            git(work, "init", "-q")
-            git(work, "apply", str(MORE / f"{name}.patch"))
-            log = work.parent / "run.log"
-            code, _ = run(work, log, LIMIT)
+            code, _, log, work = run_patched(tmp_path_factory.mktemp(f"more{name[:2]}-"), MORE / f"{name}.patch", LIMIT)
             cache[name] = (code, log, work)
         return cache[name]
     return get
