@@ -8,6 +8,8 @@ import re
 import re._constants as C  # noqa: N812  (CPython's regex parser: stable across 3.10-3.13)
 import re._parser as P  # noqa: N812
 
+from .memo import DiskMemo, code_hash
+
 MIN_LIT = 3
 
 
@@ -137,10 +139,19 @@ def _occurring(rx: re.Pattern, text: str) -> set[str]:
 
 def scan_literals(pattern: str) -> tuple[list[str] | None, bool]:
     """The literals to scan for (each started at its rarest character) and whether they are
-    case-folded; None when the pattern has none. What the gate and the Matchers both look for."""
+    case-folded; None when the pattern has none. What the gate and the Matchers both look for.
+    Memoised on disk (parsing ~800 patterns is most of a short `harness analyze`)."""
+    lits, fold = _LITERALS.get(pattern, lambda: _scan_literals(pattern))
+    return lits, fold
+
+
+def _scan_literals(pattern: str) -> tuple[list[str] | None, bool]:
     fold = ignores_case(pattern)
     lits = required_literals(pattern)
     return (None if lits is None else sorted({rare_start(x, fold) for x in lits})), fold
+
+
+_LITERALS = DiskMemo("literals", code_hash(__file__))
 
 
 class Matchers:
@@ -151,12 +162,14 @@ class Matchers:
     order given. Patterns without a usable literal always run."""
 
     def __init__(self, groups: dict[str, list[tuple[object, str]]]):
-        self.items: dict[str, list[tuple[object, re.Pattern]]] = {}
+        self.items: dict[str, list[tuple[object, str]]] = {}
+        self.compiled: dict[str, list[re.Pattern | None]] = {}  # compiled at first use: most never run
         self.always: dict[str, list[int]] = {}
         reqs: dict[str, list] = {}
         lits: tuple[set[str], set[str]] = (set(), set())
         for g, items in groups.items():
-            self.items[g] = [(obj, re.compile(rx)) for obj, rx in items]
+            self.items[g] = list(items)
+            self.compiled[g] = [None] * len(items)
             reqs[g] = [scan_literals(rx) for _, rx in items]
             self.always[g] = [i for i, (r, _) in enumerate(reqs[g]) if not r]
             for r, ci in reqs[g]:
@@ -182,11 +195,13 @@ class Matchers:
         for ci in (0, 1):
             for lit in found[ci]:
                 idx.update(self.owners.get((group, ci, lit), ()))
-        items = self.items[group]
+        items, compiled = self.items[group], self.compiled[group]
         for i in sorted(idx):
-            obj, rx = items[i]
+            rx = compiled[i]
+            if rx is None:
+                rx = compiled[i] = re.compile(items[i][1])
             if rx.search(text):
-                yield obj
+                yield items[i][0]
 
     def matches(self, group: str, text: str, found=None) -> list:
         return list(self._candidates(group, text, self.scan(text) if found is None else found))
@@ -196,9 +211,20 @@ class Matchers:
 
 
 def valid_regex(v: str) -> str:
-    """`v` if it compiles; a ValueError saying why not (pydantic turns it into a field error)."""
+    """`v` if it compiles; a ValueError saying why not (pydantic turns it into a field error).
+    Memoised on disk: a playbook's ~300 patterns need not be compiled to be checked each call."""
+    error = _VALID.get(v, lambda: _regex_error(v))
+    if error is not None:
+        raise ValueError(f"invalid regex {v!r}: {error}")
+    return v
+
+
+def _regex_error(v: str) -> str | None:
     try:
         re.compile(v)
     except re.error as e:
-        raise ValueError(f"invalid regex {v!r}: {e}") from None
-    return v
+        return str(e)
+    return None
+
+
+_VALID = DiskMemo("regex-errors", code_hash(__file__))

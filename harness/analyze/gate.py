@@ -11,10 +11,19 @@ from __future__ import annotations
 
 import re
 
+from .. import patterns as _patterns
+from ..memo import DiskMemo, code_hash, digest
 from ..patterns import minimal, scan_literals, trie_regex
+
+_SOURCES = DiskMemo("gates", code_hash(__file__, _patterns.__file__))
 
 
 def build_gate(patterns: list[str]) -> re.Pattern | None:
+    src = _SOURCES.get(digest("\n".join(patterns)), lambda: _gate_source(patterns))
+    return None if src is None else re.compile(src.encode("utf-8", "surrogatepass"))
+
+
+def _gate_source(patterns: list[str]) -> str | None:
     exact: set[str] = set()
     folded: set[str] = set()
     for p in patterns:
@@ -22,7 +31,7 @@ def build_gate(patterns: list[str]) -> re.Pattern | None:
         if lits is None:
             return None
         (folded if fold else exact).update(lits)
-    parts = [trie_regex(minimal(exact)).encode()] if exact else []
+    parts = [trie_regex(minimal(exact))] if exact else []
     if folded:
-        parts.append(b"(?i:" + trie_regex(minimal(folded)).encode() + b")")
-    return re.compile(b"|".join(parts)) if parts else None
+        parts.append("(?i:" + trie_regex(minimal(folded)) + ")")
+    return "|".join(parts) if parts else None

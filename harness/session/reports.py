@@ -3,24 +3,25 @@ spec says where the host and the workdir are. Used by the CLI and the background
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
 from ..errors import HarnessError
 from ..redact import redact
-from ..remote.transport import connect
 from ..report import markdown
 from ..report_html import html
-from ..spec import load_spec
 from .journal import Journal
-from .ledger import Ledger
 
 DIFF_TIMEOUT = 60.0  # a report must come out even when the host hangs instead of refusing
+SAVED_DIFF = "diff.patch"  # the cumulative diff as of the session's last report
 
 
 async def with_ledger(directory: Path, work):
     """`await work(ledger)` with the session's ledger on its host, the connection closed after."""
+    from ..remote.transport import connect
+    from ..spec import load_spec
+    from .ledger import Ledger
+
     spec = load_spec(directory / "spec.yaml")
     t = await connect(spec.host_spec())
     try:
@@ -31,7 +32,14 @@ async def with_ledger(directory: Path, work):
 
 def cumulative_diff(directory: Path, timeout: float = DIFF_TIMEOUT) -> tuple[str | None, str | None]:
     """(the ledger's diff first attempt -> latest, None), or (None, one line saying why not):
-    an unreachable host, a missing ledger or a broken spec never stops the report."""
+    an unreachable host, a missing ledger or a broken spec never stops the report. The diff
+    saved with the last report is used while the journal has not grown since (a finished
+    session's report needs no connection)."""
+    saved = saved_diff(directory)
+    if saved is not None:
+        return saved, None
+    import asyncio
+
     try:
         return asyncio.run(asyncio.wait_for(with_ledger(directory, lambda led: led.diff()), timeout)), None
     except asyncio.TimeoutError:
@@ -41,10 +49,22 @@ def cumulative_diff(directory: Path, timeout: float = DIFF_TIMEOUT) -> tuple[str
         return None, redact(lines[0])[:300]
 
 
+def saved_diff(directory: Path) -> str | None:
+    """The saved cumulative diff when it is at least as new as the journal, else None."""
+    try:
+        if (directory / SAVED_DIFF).stat().st_mtime_ns >= (directory / "journal.jsonl").stat().st_mtime_ns:
+            return (directory / SAVED_DIFF).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        pass
+    return None
+
+
 def write_session_reports(directory: Path) -> Path:
     """report.md and report.html in the session directory (at the end of a session); returns the .md."""
     events = Journal.read(directory / "journal.jsonl")
     diff, why = cumulative_diff(directory)
+    if diff is not None:
+        _private(directory / SAVED_DIFF, diff)
     _private(directory / "report.html", html(events, diff, diff_error=why))
     md = directory / "report.md"
     _private(md, markdown(events, diff, diff_error=why))

@@ -1,6 +1,5 @@
 """`harness report`: a session's report from its journal, during or after the session, with the
-cumulative diff read from the ledger on the host when the host answers. Registered on
-harness.cli's app."""
+cumulative diff read from the ledger on the host when the host answers. Registered by harness.cli."""
 
 from __future__ import annotations
 
@@ -10,13 +9,7 @@ from typing import Optional
 
 import typer
 
-from .cli import app
-from .errors import BadInput
-from .report import markdown
-from .report_html import html
-from .session.journal import Journal
-from .session.reports import cumulative_diff
-from .session.store import find_session
+from ..errors import BadInput
 
 def _write(path: Path, text: str) -> None:
     try:
@@ -25,7 +18,6 @@ def _write(path: Path, text: str) -> None:
         raise BadInput(f"cannot write {path}: {e.strerror or e}; give a writable path") from None
 
 
-@app.command()
 def report(
     session: Optional[str] = typer.Argument(None, help="Session id (default: the latest)."),
     html_file: Optional[Path] = typer.Option(None, "--html", metavar="FILE",
@@ -33,6 +25,12 @@ def report(
     md_file: Optional[Path] = typer.Option(None, "--md", metavar="FILE", help="Write the Markdown report to FILE."),
 ) -> None:
     """What a session did, from its journal (during or after it): Markdown on stdout, or files."""
+    from ..report import markdown
+    from ..report_html import html
+    from ..session.journal import Journal
+    from ..session.reports import cumulative_diff
+    from ..session.store import find_session
+
     directory = find_session(session)
     events = Journal.read(directory / "journal.jsonl")
     diff, why = cumulative_diff(directory)
@@ -45,3 +43,7 @@ def report(
         if path is not None:
             _write(path, render(events, diff, diff_error=why))
             typer.echo(f"wrote {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(report)

@@ -1,29 +1,31 @@
-"""Sessions for people: continue, status, sessions, stop, logs, attach; registered on harness.cli's app."""
+"""Sessions for people: continue, status, sessions, stop, logs, attach; registered by harness.cli."""
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
-from .cli import app
-from .errors import BadInput
-from .session.detach import LOG, holder, request_stop, start_background
-from .session.journal import Journal
-from .session.status import is_default_target, phone_lines, sessions_table, status
-from .session.store import find_session, sessions_dir
-from .ui import cli_console
+from ..errors import BadInput
 
-console = cli_console()
+@functools.cache
+def _console():
+    from ..ui import cli_console
+
+    return cli_console()
 
 
 def _unfinished_or_named(name: str | None) -> Path:
     """The named session, else the most recently active one that has not ended (else the most
     recently active one); never one that failed to start."""
+    from ..session.journal import Journal
+    from ..session.status import is_default_target
+    from ..session.store import find_session
+
     if name:
         return find_session(name)
     def unfinished(d: Path) -> bool:
@@ -34,13 +36,15 @@ def _unfinished_or_named(name: str | None) -> Path:
         return find_session(None, is_default_target)
 
 
-@app.command("continue")
 def continue_(
     session: Optional[str] = typer.Argument(None, help="Session id (default: the latest unfinished one)."),
     fg: bool = typer.Option(False, "--fg", help="Stay in the foreground."),
     offline: bool = typer.Option(False, "--offline", help="Declared fixes only."),
 ) -> None:
     """Resume a session in the background and return at once (a run still alive is re-attached)."""
+    from ..session.detach import start_background
+    from ..session.status import status
+
     directory = _unfinished_or_named(session)
     before = status(directory)
     if before["ended"] == "passed":
@@ -49,7 +53,7 @@ def continue_(
         return
     fresh = (before["ended"] or "").startswith("budget:")
     if fg:
-        from .cli_loop import run_session_fg
+        from .loop import run_session_fg
         run_session_fg(directory, offline)
         return
     pid = start_background(directory, offline)
@@ -59,19 +63,23 @@ def continue_(
                f"watch: harness status {directory.name}")
 
 
-@app.command("status")
 def status_(
     session: Optional[str] = typer.Argument(None, help="Session id (default: the latest)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object."),
 ) -> None:
     """Where a session stands, in lines that fit a 40-column phone screen."""
+    from ..session.status import is_default_target, phone_lines, status
+    from ..session.store import find_session
+
     s = status(find_session(session, is_default_target))
     typer.echo(json.dumps(s) if as_json else "\n".join(phone_lines(s)))
 
 
-@app.command("sessions")
 def sessions() -> None:
     """List the sessions, latest last."""
+    from ..session.status import sessions_table
+    from ..session.store import sessions_dir
+
     rows = sessions_table(sessions_dir())
     if not rows:
         typer.echo(f"no sessions in {sessions_dir()}")
@@ -80,12 +88,14 @@ def sessions() -> None:
         typer.echo(f"{r['session']}  {state:18} attempt {r['attempt']:<3} {r['reached']}/7")
 
 
-@app.command("stop")
 def stop(
     session: Optional[str] = typer.Argument(None, help="Session id (default: the latest)."),
     keep_run: bool = typer.Option(False, "--keep-run", help="Leave the run alive; only the controller stops."),
 ) -> None:
     """Stop a session's controller; it stops the run it started unless --keep-run."""
+    from ..session.detach import holder, request_stop
+    from ..session.store import find_session
+
     directory = find_session(session)
     pid = request_stop(directory, keep_run)
     if pid is None:
@@ -97,13 +107,15 @@ def stop(
     typer.echo(f"stopped {directory.name} (controller pid {pid})" + (", run left alive" if keep_run else ""))
 
 
-@app.command("logs")
 def logs(
     session: Optional[str] = typer.Argument(None, help="Session id (default: the latest)."),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing as the run writes."),
     controller: bool = typer.Option(False, "--controller", help="The controller's own log instead."),
 ) -> None:
     """The latest attempt's run log (as the controller copied it)."""
+    from ..session.detach import LOG, holder
+    from ..session.store import find_session
+
     directory = find_session(session)
     path = directory / LOG if controller else _latest_log(directory)
     if path is None or not path.is_file():
@@ -128,10 +140,13 @@ def _latest_log(directory: Path) -> Path | None:
     return found[-1] if found else None
 
 
-@app.command("attach")
 def attach(session: Optional[str] = typer.Argument(None, help="Session id (default: the latest).")) -> None:
     """Follow a session's events live until it ends (Ctrl-C leaves it running)."""
-    from .ui import event_line
+    from ..session.detach import holder
+    from ..session.journal import Journal
+    from ..session.store import find_session
+
+    from ..ui import event_line
 
     directory = find_session(session)
     seen = 0
@@ -139,28 +154,28 @@ def attach(session: Optional[str] = typer.Argument(None, help="Session id (defau
         events = Journal.read(directory / "journal.jsonl")
         for ev in events[seen:]:
             if (line := event_line(ev)) is not None:
-                console.print(line)
+                _console().print(line)
         seen = len(events)
         if events and events[-1]["type"] == "end" and holder(directory) is None:
             return
         time.sleep(0.5)
 
 
-@app.command("phone")
-def phone() -> None:
+def phone(ctx: typer.Context) -> None:
     """The forced command of a phone's key: continue, status, stop, report, logs, sessions only,
     with their own flags and a session id (nothing that names a file)."""
     import os
-    import sys
 
-    from .session.phone import load_env, phone_args
+    from ..session.phone import load_env, phone_args
 
     args = phone_args(os.environ.get("SSH_ORIGINAL_COMMAND", ""))
     load_env()  # the model's key for `continue`, from ~/.config/harness/env (0600)
-    os.execv(sys.argv[0], [sys.argv[0], *args])
+    # the allowed command, in this process (a second interpreter would double the phone's wait)
+    rc = ctx.find_root().command.main(args, prog_name="harness", standalone_mode=False)
+    if isinstance(rc, int) and rc:
+        raise typer.Exit(rc)
 
 
-@app.command("nightly")
 def nightly(
     specs: list[Path] = typer.Argument(..., metavar="SPEC...", help="Run specs; one fresh session each."),
     offline: bool = typer.Option(False, "--offline", help="Declared fixes only."),
@@ -171,13 +186,13 @@ def nightly(
     import hashlib
     import os
 
-    from .errors import HarnessError
-    from .session.reports import write_session_reports
-    from .session.detach import AlreadyRunning, mark_holder, take_lock
-    from .session.runner import run_spec
-    from .session.store import home, new_session
-    from .spec import dump_spec, load_spec
-    from .ui import SessionView
+    from ..errors import HarnessError
+    from ..session.reports import write_session_reports
+    from ..session.detach import AlreadyRunning, mark_holder, take_lock
+    from ..session.runner import run_spec
+    from ..session.store import home, new_session
+    from ..spec import dump_spec, load_spec
+    from ..ui import SessionView
 
     worst = 0
     for path in specs:
@@ -193,6 +208,8 @@ def nightly(
             mark_holder(fd, os.getpid())
             spec = load_spec(path)
             directory = new_session(dump_spec(spec))
+            from rich.console import Console
+
             with SessionView(Console(highlight=False, force_terminal=False, width=160)) as view:
                 ses = asyncio.run(run_spec(spec, directory, offline=offline, ui=view))
             report = write_session_reports(directory)
@@ -204,3 +221,14 @@ def nightly(
         finally:
             os.close(fd)
     raise typer.Exit(worst)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("continue")(continue_)
+    app.command("status")(status_)
+    app.command("sessions")(sessions)
+    app.command("stop")(stop)
+    app.command("logs")(logs)
+    app.command("attach")(attach)
+    app.command("phone")(phone)
+    app.command("nightly")(nightly)

@@ -1,5 +1,5 @@
 """`harness export SESSION DIR [--scrub]`: a session as a fixture directory (harness/export.py);
-registered on harness.cli's app."""
+registered by harness.cli."""
 
 from __future__ import annotations
 
@@ -8,13 +8,9 @@ from pathlib import Path
 
 import typer
 
-from .cli import app
-from .errors import BadInput
-from .export import export_session
-from .session.store import session_or_directory
+from ..errors import BadInput
 
 
-@app.command("export")
 def export(
     session: str = typer.Argument(..., metavar="SESSION", help="Session id, or a session directory."),
     directory: Path = typer.Argument(..., metavar="DIR", help="The fixture directory to write (new, or empty)."),
@@ -24,6 +20,9 @@ def export(
                                     help="One more word to hide, whole-word (a project or cluster name; repeatable)."),
 ) -> None:
     """Write a session's recording, spec and journal as a fixture `harness replay` can run."""
+    from ..export import export_session
+    from ..session.store import session_or_directory
+
     if words and not scrub:
         raise BadInput("--scrub-word only means something with --scrub; add --scrub")
     m = export_session(session_or_directory(session), directory, scrub=scrub, words=words)
@@ -34,3 +33,7 @@ def export(
     if not scrub:
         sys.stderr.write(f"warning: {directory} is not scrubbed and may hold secrets, host and user names; "
                          f"keep it private, or export again with --scrub before sharing it\n")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("export")(export)

@@ -1,12 +1,12 @@
 """`harness replay`: run the real controller again against recorded sessions (fixtures written by
-`harness export`, or session directories), on their recorded clock; registered on harness.cli's app.
+`harness export`, or session directories), on their recorded clock; registered by harness.cli.
 
 Exit codes: 0 every replay reached the same verdicts, tool calls and end as its recording;
 1 one diverged or differs (the output says where); 2 bad input."""
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import json
 import shutil
 import sys
@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.text import Text
 
-from .cli import app
-from .replay.run import Outcome, replay_fixture
-from .session.store import session_or_directory
-from .ui import cli_console, event_line
 
-console = cli_console()
+@functools.cache
+def _console():
+    from ..ui import cli_console
+
+    return cli_console()
 
 
 class Stepper:
@@ -33,17 +32,19 @@ class Stepper:
         self.pause = pause
 
     def __call__(self, ev: dict, state, seconds: float | None) -> None:
+        from ..ui import event_line
+
         line = event_line(ev) if ev.get("type") != "activity" else None
         if line is None:
             return
         clock = f"+{seconds or 0:7.1f}s "
-        console.print(clock, line, sep="")
+        _console().print(clock, line, sep="")
         if ev["type"] == "tool" and ev.get("output"):
             body = ev["output"].rstrip().splitlines()
             for ln in body[:12]:
-                console.print(" " * 14 + ln, style="dim", markup=False)
+                _console().print(" " * 14 + ln, style="dim", markup=False)
             if len(body) > 12:
-                console.print(" " * 14 + f"… {len(body) - 12} more lines", style="dim")
+                _console().print(" " * 14 + f"… {len(body) - 12} more lines", style="dim")
         if self.pause:
             answer = input("  [Enter] next · c: to the end · q: stop ").strip().lower()
             if answer == "c":
@@ -52,8 +53,10 @@ class Stepper:
                 raise typer.Exit(1)
 
 
-def _line(o: Outcome) -> Text:
-    """The verdict on one replay (plain text after the mark: a diff may hold anything)."""
+def _line(o):
+    """The verdict on one replay (an Outcome) as rich Text (plain after the mark: a diff may hold anything)."""
+    from rich.text import Text
+
     if o.ok:
         return Text("✓ ", style="green").append(
             f"{o.fixture}: {o.replayed_end}, as recorded — {o.calls} recorded calls over "
@@ -65,7 +68,6 @@ def _line(o: Outcome) -> Text:
     return Text("✗ ", style="red").append(why)
 
 
-@app.command()
 def replay(
     fixtures: List[str] = typer.Argument(..., metavar="DIR...", help="Fixture directories (harness export) or session ids."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per replay, in a list."),
@@ -74,6 +76,11 @@ def replay(
                                         help="Keep the replayed sessions (journal, attempt logs) in DIR."),
 ) -> None:
     """Replay recorded sessions against the real controller: same verdicts, tool calls and end?"""
+    import asyncio
+
+    from ..replay.run import replay_fixture
+    from ..session.store import session_or_directory
+
     paths = [session_or_directory(f) for f in fixtures]
     scratch = Path(tempfile.mkdtemp(prefix="harness-replay-")) if keep is None else keep
     outcomes = []
@@ -82,10 +89,14 @@ def replay(
             ui = Stepper(sys.stdin.isatty() and sys.stdout.isatty()) if step else None
             outcomes.append(asyncio.run(replay_fixture(path, scratch / str(i), ui)))
             if not as_json:
-                console.print(_line(outcomes[-1]), soft_wrap=True)
+                _console().print(_line(outcomes[-1]), soft_wrap=True)
     finally:
         if keep is None:
             shutil.rmtree(scratch, ignore_errors=True)
     if as_json:
         typer.echo(json.dumps([{**o.__dict__, "ok": o.ok} for o in outcomes], indent=1))
     raise typer.Exit(0 if all(o.ok for o in outcomes) else 1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(replay)

@@ -1,10 +1,10 @@
 """The loop's commands: run, demo, diff, undo. Each turns flags into a call (harness.session,
-harness.demo) and shows the result; registered on harness.cli's app."""
+harness.demo) and shows the result; registered by harness.cli."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import functools
 import sys
 import tempfile
 from pathlib import Path
@@ -12,25 +12,26 @@ from typing import Optional
 
 import typer
 
-from .cli import app
-from .errors import BadInput
-from .session.reports import with_ledger, write_session_reports
-from .session.store import find_session, new_session
-from .spec import dump_spec, load_spec
-from .ui import SessionView, cli_console
+from ..errors import BadInput
 
-console = cli_console()
+
+@functools.cache
+def _console():
+    from ..ui import cli_console
+
+    return cli_console()
 
 
 def _finish(ses) -> None:
     """Write the report and say how it ended; exit 0 when the chain passed, 1 when not."""
+    from ..session.reports import write_session_reports
+
     report = write_session_reports(ses.dir)
-    console.print(f"session {ses.session}: {ses.state.ended['reason']} after {len(ses.state.attempts)} attempt(s); "
-                  f"report: {report}")
+    _console().print(f"session {ses.session}: {ses.state.ended['reason']} after {len(ses.state.attempts)} attempt(s); "
+                      f"report: {report}")
     raise typer.Exit(0 if ses.state.passed else 1)
 
 
-@app.command()
 def run(
     spec_path: Path = typer.Argument(Path("harness.yaml"), metavar="SPEC", help="The run spec."),
     override: list[str] = typer.Option([], "-c", help="Override a spec field: -c budgets.relaunches=5 (repeatable)."),
@@ -38,31 +39,38 @@ def run(
     detach: bool = typer.Option(False, "--detach", help="Run in the background and return at once."),
 ) -> None:
     """Run a session until the chain passes or a budget or stop rule ends it."""
+    from ..session.store import new_session
+    from ..spec import dump_spec, load_spec
+
     spec = load_spec(spec_path, override)
     directory = new_session(dump_spec(spec))
     if detach:
-        from .session.detach import start_background
+        from ..session.detach import start_background
 
         pid = start_background(directory, offline)
         typer.echo(f"session {directory.name} started in the background (pid {pid}) on {spec.host}:{spec.workdir}; "
                    f"watch: harness status {directory.name}")
         return
-    console.print(f"session {directory.name} ({directory}) — {spec.host}:{spec.workdir}")
+    _console().print(f"session {directory.name} ({directory}) — {spec.host}:{spec.workdir}")
     run_session_fg(directory, offline, spec)
 
 
 def run_session_fg(directory: Path, offline: bool, spec=None) -> None:
     """Run (or resume) a session in this process, holding its lock, with the live view."""
+    import asyncio
     import os
 
-    from .session.detach import install_stop, mark_holder, take_lock
-    from .session.runner import run_spec
+    from ..session.detach import install_stop, mark_holder, take_lock
+    from ..session.reports import write_session_reports
+    from ..session.runner import run_spec
+    from ..spec import load_spec
+    from ..ui import SessionView
 
     spec = spec or load_spec(directory / "spec.yaml")
     fd = take_lock(directory)
     mark_holder(fd, os.getpid())
     try:
-        with SessionView(console, spec.budgets) as view:
+        with SessionView(_console(), spec.budgets) as view:
             ses = asyncio.run(run_spec(spec, directory, offline=offline, ui=view,
                                        on_session=lambda s: install_stop(s, directory, foreground=True)))
     except BaseException:  # the session ended on an error (journaled): its report still gets written
@@ -75,34 +83,35 @@ def run_session_fg(directory: Path, offline: bool, spec=None) -> None:
     _finish(ses)
 
 
-@app.command()
 def demo(
     base_url: Optional[str] = typer.Option(None, help="A real OpenAI-compatible endpoint instead of the scripted model."),
     model: str = typer.Option("scripted-demo", help="The model name (with --base-url)."),
     api_key_env: Optional[str] = typer.Option(None, help="The env var holding the endpoint's key (with --base-url)."),
 ) -> None:
     """The whole loop on this machine: minichain with all ten faults, to a green chain."""
-    from .demo import overhead, run_demo
+    import asyncio
+
+    from ..demo import overhead, run_demo
+    from ..ui import SessionView
 
     dest = Path(tempfile.mkdtemp(prefix="harness-demo-"))
     if base_url is None:
-        console.print("[bold]The model is scripted[/]: its answers come from harness/agent/demo_script.yaml, served "
-                      "by a local OpenAI-compatible HTTP server (no network, no API key).")
-    console.print(f"workdir: {dest / 'minichain'} (minichain with faults 01-10 applied)")
-    with SessionView(console) as view:
+        _console().print("[bold]The model is scripted[/]: its answers come from harness/agent/demo_script.yaml, served "
+                          "by a local OpenAI-compatible HTTP server (no network, no API key).")
+    _console().print(f"workdir: {dest / 'minichain'} (minichain with faults 01-10 applied)")
+    with SessionView(_console()) as view:
         ses, took, _ = asyncio.run(run_demo(dest, view, base_url=base_url, model=model, key_env=api_key_env))
     st = ses.state
     own, share = overhead(st, took)
     fixes = sum(1 for a in st.attempts for c in a.changes if not c.startswith("agent:"))
-    console.print(f"\n{'chain passed' if st.passed else 'chain NOT passed'}: {len(st.attempts)} attempts in "
-                  f"{took:.0f} s; {fixes} declared fix(es), {st.model_calls} model calls ({st.tokens} tokens)")
-    console.print(f"waiting for the run {st.run_seconds:.1f} s, for the model {st.model_seconds:.1f} s; "
-                  f"the harness's own overhead {own:.1f} s = {share:.1%} of the total")
-    console.print(f"see the changes: harness diff {ses.session}")
+    _console().print(f"\n{'chain passed' if st.passed else 'chain NOT passed'}: {len(st.attempts)} attempts in "
+                      f"{took:.0f} s; {fixes} declared fix(es), {st.model_calls} model calls ({st.tokens} tokens)")
+    _console().print(f"waiting for the run {st.run_seconds:.1f} s, for the model {st.model_seconds:.1f} s; "
+                      f"the harness's own overhead {own:.1f} s = {share:.1%} of the total")
+    _console().print(f"see the changes: harness diff {ses.session}")
     _finish(ses)
 
 
-@app.command(name="eval")
 def eval_(
     suite: Optional[Path] = typer.Argument(None, help="A suite file (default: the shipped suite, one scenario per "
                                            "minichain fault)."),
@@ -115,28 +124,29 @@ def eval_(
     as_json: bool = typer.Option(False, "--json", help="One JSON object: rows and totals."),
 ) -> None:
     """Run the whole loop over a suite of fault scenarios: one row per scenario, then the totals."""
+    import asyncio
     import json
 
-    from .demo import DEMO_KEY_ENV, SCRIPT, key_for_scripted
-    from .evaluate import load_suite, run_suite, totals
+    from ..demo import DEMO_KEY_ENV, SCRIPT, key_for_scripted
+    from ..evaluate import load_suite, run_suite, totals
 
     s, base = load_suite(suite)
     server = None
     if model_url is None:
-        from .agent.scripted import ScriptedModel, ScriptedServer
+        from ..agent.scripted import ScriptedModel, ScriptedServer
 
         key_for_scripted()
         server = ScriptedServer(ScriptedModel.from_file(SCRIPT, name=model)).start()
         model_url, api_key_env = server.url, DEMO_KEY_ENV
         if not as_json:
-            console.print("[bold]The model is scripted[/]: the demo's answer key (harness/agent/demo_script.yaml) "
-                          "solves only the scenarios it has a script for — the story's ten faults; others end "
+            _console().print("[bold]The model is scripted[/]: the demo's answer key (harness/agent/demo_script.yaml) "
+                              "solves only the scenarios it has a script for — the story's ten faults; others end "
                           "gave_up. Give --model-url to measure a real model.")
 
     def row_line(r: dict) -> None:
         if not as_json:
-            console.print(f"{'✓' if r['solved'] else '✗'} {r['scenario']}: {r['end']} after {r['attempts']} attempt(s), "
-                          f"{r['model_calls']} model calls, {r['tokens']} tokens, ${r['money']:.4f}, {r['seconds']:.0f} s")
+            _console().print(f"{'✓' if r['solved'] else '✗'} {r['scenario']}: {r['end']} after {r['attempts']} attempt(s), "
+                              f"{r['model_calls']} model calls, {r['tokens']} tokens, ${r['money']:.4f}, {r['seconds']:.0f} s")
     try:
         rows = asyncio.run(run_suite(s, base, {"base_url": model_url, "name": model, "key_env": api_key_env},
                                      jobs=jobs, keep=keep, on_row=row_line))
@@ -148,27 +158,43 @@ def eval_(
         print(json.dumps({"model": model, "scripted": server is not None, "rows": rows, "totals": tot}, indent=1))
         return
     tps = f"{tot['tokens_per_solved']} tokens per solved" if tot["tokens_per_solved"] is not None else "none solved"
-    console.print(f"\nsolved {tot['solved']}/{tot['scenarios']} ({tot['solve_rate']:.0%}); median attempts "
-                  f"{tot['median_attempts']}; {tps}; ${tot['money']:.4f}; {tot['seconds']:.0f} s of scenarios")
+    _console().print(f"\nsolved {tot['solved']}/{tot['scenarios']} ({tot['solve_rate']:.0%}); median attempts "
+                      f"{tot['median_attempts']}; {tps}; ${tot['money']:.4f}; {tot['seconds']:.0f} s of scenarios")
 
 
-@app.command()
 def diff(session: Optional[str] = typer.Argument(None, help="Session id (default: the latest).")) -> None:
     """The cumulative change a session made to the workdir (first attempt -> latest)."""
+    import asyncio
+
+    from ..session.reports import with_ledger
+    from ..session.store import find_session
+
     text = asyncio.run(with_ledger(find_session(session), lambda led: led.diff()))
     sys.stdout.write(text or "(no change)\n")  # as git wrote it: `harness diff > x.patch; git apply x.patch`
 
 
-@app.command()
 def undo(
     session: Optional[str] = typer.Argument(None, help="Session id (default: the latest)."),
     to: int = typer.Option(1, "--to", help="Attempt whose workdir to restore (1: as the session found it)."),
 ) -> None:
     """Restore the workdir to what an attempt ran with."""
+    import asyncio
+
+    from ..session.reports import with_ledger
+    from ..session.status import is_default_target
+    from ..session.store import find_session
+
     if to < 1:
         raise BadInput("--to takes an attempt number, 1 or more")
-    from .session.status import is_default_target
 
     changed = asyncio.run(with_ledger(find_session(session, is_default_target), lambda led: led.restore(to)))
-    console.print(f"restored the workdir to attempt {to}: {len(changed)} file(s) changed"
-                  + "".join(f"\n  {p}" for p in changed))
+    _console().print(f"restored the workdir to attempt {to}: {len(changed)} file(s) changed"
+                      + "".join(f"\n  {p}" for p in changed))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(run)
+    app.command()(demo)
+    app.command(name="eval")(eval_)
+    app.command()(diff)
+    app.command()(undo)

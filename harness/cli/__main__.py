@@ -1,0 +1,5 @@
+"""`python -m harness.cli …` is `harness …`."""
+
+from . import main
+
+main()
