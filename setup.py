@@ -1,9 +1,13 @@
 """Only the package list lives here; all other metadata is in pyproject.toml.
 
 pyproject.toml cannot combine `find` (so new subpackages of harness/ are picked up without
-editing a list) with an explicit extra package (harness.playbooks, mapped to the top-level
-playbooks/ directory through [tool.setuptools.package-dir]).
+editing a list) with explicit extra packages (harness.playbooks and harness.targets, mapped to the
+top-level playbooks/ and fixtures/targets/ directories through [tool.setuptools.package-dir]).
 """
 from setuptools import find_packages, setup
 
-setup(packages=find_packages(include=["harness", "harness.*"]) + ["harness.playbooks"])
+# minichain's directories are packages of data (its code, run.sh, config, fault patches)
+TARGETS = ["harness.targets", "harness.targets.minichain", "harness.targets.minichain.minichain",
+           "harness.targets.minichain.faults", "harness.targets.minichain.faults.more"]
+
+setup(packages=find_packages(include=["harness", "harness.*"]) + ["harness.playbooks"] + TARGETS)

@@ -13,13 +13,14 @@ import os
 import shutil
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 
 from .errors import BadInput
 from .remote.launch import PROXY_VARS
 
-ROOT = Path(__file__).resolve().parent.parent
-TARGET = ROOT / "fixtures" / "targets" / "minichain"
+# minichain ships as data of `harness.targets` (fixtures/targets/ in the checkout): a wheel has it too
+TARGET = Path(str(resources.files("harness.targets"))) / "minichain"
 SCRIPT = Path(__file__).resolve().parent / "agent" / "demo_script.yaml"
 DEMO_KEY_ENV = "HARNESS_DEMO_API_KEY"
 
@@ -28,7 +29,7 @@ def prepare(dest: Path, faults: list[str | Path] | None = None) -> Path:
     """A copy of minichain with the fault patches applied — names of faults/ (default: all ten) or
     patch files — returns its directory."""
     if not (TARGET / "run.sh").is_file():
-        raise BadInput(f"harness demo needs the source checkout's {TARGET}; run it from a clone of the repository")
+        raise BadInput(f"this install of harness lacks minichain ({TARGET}); reinstall it: pip install --force-reinstall harness")
     if shutil.which("git") is None:
         raise BadInput("harness demo needs git (for `git apply` and the ledger): install git")
     work = dest / "minichain"

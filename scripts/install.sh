@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create .venv in the repo and install harness into it (editable, with test extras).
 # Idempotent: reinstalls only when pyproject.toml or setup.py changed (HARNESS_REINSTALL=1 forces).
-# Quiet on success; on failure prints one line saying what failed, then the tail of the log.
+# On success says what it did, where, and the next command; on failure one line saying what
+# failed, then the tail of the log.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -47,8 +48,16 @@ make_venv
 STAMP="$VENV/.harness-install-stamp"
 WANT=$(cat pyproject.toml setup.py | "$VENV/bin/python" -c \
     'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())')
+done_msg() {  # $1: what happened
+    local version
+    version=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("harness"))')
+    echo "install.sh: harness $version $1 $PWD/$VENV (editable, with the test extras; $("$VENV/bin/python" -V))"
+    echo "install.sh: next: $VENV/bin/harness demo   (tests: bash scripts/test.sh)"
+}
+
 if [ -z "${HARNESS_REINSTALL:-}" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] \
     && [ -x "$VENV/bin/harness" ]; then
+    done_msg "is already installed in"
     exit 0
 fi
 
@@ -56,3 +65,4 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 quiet "$VENV/bin/python" -m pip install -q --upgrade pip || die "upgrading pip failed"
 quiet "$VENV/bin/python" -m pip install -q -e '.[test]' || die "pip install -e '.[test]' failed"
 echo "$WANT" >"$STAMP"
+done_msg "installed into"
