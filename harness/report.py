@@ -11,13 +11,15 @@ session, and from a replay) plus, when the host can be reached, the ledger's cum
 from __future__ import annotations
 
 import re
+import textwrap
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .chain import STAGES
 from .redact import redact
 from .session.state import fold
 
+NARROW = 60  # columns below which the Markdown drops its tables
 MAX_DIFF_LINES = 2000  # a report must still open on a phone; `harness diff` has the rest
 _EDITED = re.compile(r"edited (.+?): \d+ line")  # the edit tool's answer when it changed a file
 
@@ -34,6 +36,19 @@ class Row:
 
 
 @dataclass
+class Bar:
+    """One attempt on the time axis (seconds from the session's start): how long it waited for
+    the run, for the model and for the harness itself, and how far it got."""
+    n: int
+    start: float
+    run: float
+    model: float
+    harness: float
+    reached: int
+    outcome: str
+
+
+@dataclass
 class Report:
     """Every text in it is one redacted line, except `diff` (redacted, capped at MAX_DIFF_LINES)."""
     session: str
@@ -47,6 +62,8 @@ class Report:
     interventions: list[str]
     diff: str | None
     diff_note: str
+    bars: list[Bar] = field(default_factory=list)
+    hangs: list[tuple[int, str]] = field(default_factory=list)  # (attempt, where its processes waited)
 
 
 def build(events: list[dict], diff: str | None = None, *, diff_error: str | None = None) -> Report:
@@ -60,12 +77,43 @@ def build(events: list[dict], diff: str | None = None, *, diff_error: str | None
     t0 = next((e["t"] for e in events if e["type"] == "session"), events[0]["t"] if events else 0.0)
     facts = [(k, _line(v, 600)) for k, v in _facts(st, t0, ended, files, source, diff, people)]
     lead, rest = (_line(x, 300) for x in _headline(st, ended, status))
+    hangs = [(e.get("attempt") or 0, redact(str(e.get("text", ""))).rstrip()) for e in events if e["type"] == "evidence"]
     return Report(_line(st.session), status, lead, lead + ("" if rest[:1] == ":" else " ") + rest, facts, rows,
-                  _timeline(events, t0), files, people, *_diff_part(diff, diff_error, _line(st.session)))
+                  _timeline(events, t0), files, people, *_diff_part(diff, diff_error, _line(st.session)),
+                  bars=_bars(st, events, t0), hangs=hangs)
 
 
-def markdown(events: list[dict], diff: str | None = None, *, diff_error: str | None = None) -> str:
+def _bars(st, events: list[dict], t0: float) -> list[Bar]:
+    """An attempt spans from its launch to the next launch (the last: to its last event or the
+    session's end after it); its run time is the verdict's, its model time the sum of its calls',
+    the rest is the harness's."""
+    starts = {e["attempt"]: e["t"] for e in events if e["type"] == "launch"}
+    last = st.attempts[-1].n if st.attempts else None
+    end = max((e["t"] for e in events if e.get("attempt") == last or
+               (e["type"] == "end" and e["t"] >= starts.get(last, e["t"]))), default=t0)
+    model: dict[int, float] = {}
+    for e in events:
+        if e["type"] == "model":
+            model[e.get("attempt")] = model.get(e.get("attempt"), 0.0) + float(e.get("seconds") or 0)
+    bars = []
+    for a in st.attempts:
+        if a.n not in starts:
+            continue
+        span = max(0.0, starts.get(a.n + 1, end) - starts[a.n])
+        run = min(span, float((a.verdict or {}).get("run_seconds") or 0))
+        m = min(span - run, model.get(a.n, 0.0))
+        bars.append(Bar(a.n, starts[a.n] - t0, run, m, span - run - m, a.reached,
+                        (a.verdict or {}).get("outcome", "running")))
+    return bars
+
+
+def markdown(events: list[dict], diff: str | None = None, *, diff_error: str | None = None,
+             width: int | None = None) -> str:
+    """Tables for a wide screen or a file; below NARROW columns (a phone over SSH) the same report
+    as lines wrapped to `width`, with no table (the diff stays as git wrote it)."""
     r = build(events, diff, diff_error=diff_error)
+    if width is not None and width < NARROW:
+        return _narrow(r, max(width, 20))
     out = [f"# harness session {_md(r.session)}", "", f"**{_md(r.lead)}**{_md(r.headline[len(r.lead):])}", ""]
     out += [f"- {k}: {_md(v)}" for k, v in r.facts] + ["", "## The chain", ""]
     out += ["| attempt | " + " | ".join(STAGES) + " |", "|---" * (len(STAGES) + 1) + "|"]
@@ -81,6 +129,31 @@ def markdown(events: list[dict], diff: str | None = None, *, diff_error: str | N
         fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", r.diff)), default=0))
         out += [fence + "diff", r.diff.rstrip("\n"), fence]
     out += [_md(r.diff_note)] if r.diff_note else []
+    return "\n".join(out) + "\n"
+
+
+def _narrow(r: Report, width: int) -> str:
+    def wrap(text: str, indent: str = "") -> list[str]:
+        return textwrap.wrap(text, width, subsequent_indent=indent or "  ", break_on_hyphens=False) or [""]
+
+    legend = " ".join(f"{i}={s}" for i, s in enumerate(STAGES, 1))
+    out = wrap(f"# harness session {r.session}") + [""] + wrap(f"**{r.lead}**{r.headline[len(r.lead):]}") + [""]
+    for k, v in r.facts:
+        out += wrap(f"- {k}: {v}")
+    out += ["", "## The chain", ""]
+    for x in r.rows:
+        out += wrap(f"{x.n:>2} {x.marks} {x.result}", "   ")
+    out += [""] + wrap(f"✓ passed ✗ failed · not reached; {legend}") + ["", "## Attempts"]
+    for x in r.rows:
+        out += ["", f"### attempt {x.n}"] + wrap(f"saw: {x.saw}" + (f": {x.root}" if x.root else ""))
+        out += wrap(f"then: {'; '.join(x.changed) or '—'}") + wrap(f"result: {x.result}")
+    out += ["", "## Timeline", ""]
+    for t, k, text in r.timeline:
+        out += wrap(f"{t} {k}: {text}", "  ")
+    out += ["", "## The cumulative diff", ""]
+    if r.diff:
+        out += ["```diff", r.diff.rstrip("\n"), "```"]
+    out += wrap(r.diff_note) if r.diff_note else []
     return "\n".join(out) + "\n"
 
 
@@ -215,7 +288,7 @@ def _event_line(e: dict) -> tuple[str, str | None]:
     if kind == "start_failed":
         return kind, f"a controller could not start: {e.get('error', '')}"
 
-    if kind in ("session", "stage", "stopped", "model", "tool"):
+    if kind in ("session", "stage", "stopped", "model", "tool", "evidence"):
         return kind, None
     return kind, _text(e)  # a type this report does not know: its own words
 

@@ -16,6 +16,7 @@ import struct
 import subprocess
 import sys
 import zlib
+from html import escape
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -197,10 +198,10 @@ def chromium() -> str:
     return CHROMIUM
 
 
-def browse(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess:
+def browse(page: Path, profile: Path, *args: str, size: str = "412,915") -> subprocess.CompletedProcess:
     cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={profile}", "--window-size=412,915", *args, page.as_uri()]
+           f"--user-data-dir={profile}", f"--window-size={size}", *args, page.as_uri()]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stderr[-2000:]
     return r
@@ -271,3 +272,85 @@ def test_the_html_report_in_headless_chromium(lab, tmp_path):
     assert dom.count('<td class="fail">✗</td>') == 1 and dom.count('<td class="ok">✓</td>') == 8
     assert "config.yaml: rollout.token_margin 2048 -&gt; 16384" in dom and "crash at completion" in dom
     assert "+  token_margin: 16384" in dom and "<script" not in dom and "<img" not in dom
+
+
+FIXTURE_JOURNAL = Path(__file__).resolve().parent.parent / "fixtures" / "sessions" / "all-faults" / "journal.jsonl"
+LONG = "/opt/very/long/path/" + "x" * 180 + "/checkpoint_without_any_break.safetensors"
+
+
+def _night() -> list[dict]:
+    """The recorded all-faults session, with a hang's evidence and unbroken long words added."""
+    events = Journal.read(FIXTURE_JOURNAL)
+    hung = next(i for i, e in enumerate(events) if e["type"] == "verdict" and e["outcome"] == "hang")
+    events.insert(hung + 1, {"seq": 0, "t": events[hung]["t"], "type": "evidence", "attempt": 7,
+                             "text": "3 processes of the run\n  pid 23987 S 0.00s CPU/s wait do_wait bash run.sh\n"
+                                     "  pid 23990 S 0.00s CPU/s futex python -m minichain.agent " + LONG})
+    events.insert(-1, {"seq": 0, "t": events[-2]["t"], "type": "note", "attempt": 11, "text": "loaded " + LONG})
+    return events
+
+
+@pytest.mark.parametrize("width", [412, 1280])
+def test_the_html_report_fits_a_phone_and_a_desktop_without_sideways_scrolling(tmp_path, width):
+    events = _night()
+    page = tmp_path / "report.html"
+    page.write_text(html(events, "diff --git a/x b/x\n+" + LONG + "\n"), encoding="utf-8")
+    assert "<script" not in page.read_text()
+    # the page in a frame of that width (headless windows are 500px at least), and one line of
+    # script that writes the page's widths where --dump-dom shows them
+    probe = tmp_path / "probe.html"
+    probe.write_text(f'<!DOCTYPE html><html><head><title>?</title></head><body style="margin:0">'
+                     f'<iframe style="border:0" width="{width}" height="900" srcdoc="{escape(page.read_text())}">'
+                     "</iframe><script>window.onload = function () { var f = document.querySelector('iframe'); "
+                     "document.title = 'W=' + f.contentDocument.documentElement.scrollWidth + ',' + "
+                     "f.contentWindow.innerWidth; };</script></body></html>")
+    dom = browse(probe, tmp_path / "profile", "--dump-dom", size=f"{width + 40},900").stdout
+    scroll, inner = map(int, re.search(r"<title>W=(\d+),(\d+)</title>", dom).groups())
+    assert inner == width and scroll <= inner, f"the page is {scroll}px wide in a {inner}px window"
+    shot = tmp_path / f"report-{width}.png"
+    browse(page, tmp_path / "profile", f"--screenshot={shot}", size=f"{width},2400")
+    w, h, colours = png_colours(shot.read_bytes())
+    print(f"screenshot at {width}px: {shot}")
+    assert w == width and len(colours) > 50
+    from harness.report_html import HARNESS as GREY, MODEL, REACHED
+    for colour in (REACHED[-1], REACHED[3], GREY):  # the time bars are drawn (pass, hang at trajectory, harness)
+        assert bytes.fromhex(colour[1:]) in colours, f"no {colour} bar on the screenshot"
+    text = page.read_text()
+    assert "<h2>Where it hung</h2>" in text and "futex python -m minichain.agent" in text
+    assert text.count('<rect ') >= 11 * 2 and MODEL in text  # a bar per attempt, in parts
+    cards = re.findall(r'<td data-label="what it saw">', text)
+    assert len(cards) == 11  # a narrow screen labels each cell of its card
+
+
+def test_the_markdown_report_fits_40_columns_and_keeps_its_tables_when_wide(tmp_path):
+    events = _night()
+    diff = "diff --git a/config.yaml b/config.yaml\n+  token_margin: 16384\n"
+    narrow = markdown(events, diff, width=40)
+    body, _, tail = narrow.partition("```diff")
+    assert all(len(ln) <= 40 for ln in body.splitlines() + tail.split("```", 1)[1].splitlines()), \
+        [ln for ln in narrow.splitlines() if len(ln) > 40][:3]
+    assert "|" not in body.replace("\\|", "")  # no table
+    assert "### attempt 11" in narrow and "+  token_margin: 16384" in narrow and "11 ✓✓✓✓✓✓✓ pass" in narrow
+    wide = markdown(events, diff)
+    assert "| attempt | what it saw |" in wide and wide == markdown(events, diff, width=120)
+    r = subprocess.run([str(HARNESS), "report", "--width", "40", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "--width" in r.stdout
+
+
+def test_sessions_lists_the_newest_first_in_40_columns(tmp_path):
+    home = tmp_path / "home"
+    for i, sid in enumerate(["20261101-010101-aaaa", "20261102-010101-bbbb", "20261201-010101-cccc"]
+                            + [f"20261202-0000{n:02d}-dddd" for n in range(10)]):
+        d = home / "sessions" / sid
+        d.mkdir(parents=True)
+        lines = FIXTURE_JOURNAL.read_text().splitlines()
+        if i == 1:  # one that ran out of its wall-clock budget
+            lines = [ln for ln in lines if '"type":"end"' not in ln]
+            lines.append('{"seq": 999, "t": 1796183990.0, "type": "end", "reason": "budget:wall_clock", "detail": ""}')
+        (d / "journal.jsonl").write_text("\n".join(lines) + "\n")
+    env = {**os.environ, "HARNESS_HOME": str(home)}
+    out = subprocess.run([str(HARNESS), "sessions"], capture_output=True, text=True, env=env).stdout.splitlines()
+    assert len(out) == 11 and out[-1] == "(3 older: --all)"
+    assert out[0] == "20261202-000009-dddd 7/7 #11 passed" and out[9].startswith("20261202-000000-dddd")
+    every = subprocess.run([str(HARNESS), "sessions", "--all"], capture_output=True, text=True, env=env).stdout
+    assert len(every.splitlines()) == 13 and all(len(ln) <= 40 for ln in every.splitlines())
+    assert every.splitlines()[-1].startswith("20261101-010101-aaaa") and "20261102-010101-bbbb 7/7 #11 over time" in every

@@ -23,6 +23,8 @@ def report(
     html_file: Optional[Path] = typer.Option(None, "--html", metavar="FILE",
                                              help="Write the self-contained HTML report (for a phone) to FILE."),
     md_file: Optional[Path] = typer.Option(None, "--md", metavar="FILE", help="Write the Markdown report to FILE."),
+    width: Optional[int] = typer.Option(None, "--width", min=20, help="Columns of the screen (default: the "
+                                        "terminal's, else $COLUMNS); below 60 the report has no tables."),
 ) -> None:
     """What a session did, from its journal (during or after it): Markdown on stdout, or files."""
     from ..report import markdown
@@ -37,7 +39,7 @@ def report(
     if why:
         sys.stderr.write(f"harness report: the cumulative diff is unavailable: {why}\n")
     if html_file is None and md_file is None:
-        sys.stdout.write(markdown(events, diff, diff_error=why))
+        sys.stdout.write(markdown(events, diff, diff_error=why, width=width or _columns()))
         return
     for path, render in ((md_file, markdown), (html_file, html)):
         if path is not None:
@@ -47,3 +49,15 @@ def report(
 
 def register(app: typer.Typer) -> None:
     app.command()(report)
+
+
+def _columns() -> int | None:
+    """The terminal's width, else $COLUMNS, else None (a file or a pipe gets the tables)."""
+    import os
+
+    if sys.stdout.isatty():
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        return None

@@ -75,17 +75,23 @@ def status_(
     typer.echo(json.dumps(s) if as_json else "\n".join(phone_lines(s)))
 
 
-def sessions() -> None:
-    """List the sessions, latest last."""
-    from ..session.status import sessions_table
+def sessions(
+    last: int = typer.Option(10, "-n", "--last", min=1, help="How many of the newest to list."),
+    all_: bool = typer.Option(False, "--all", help="List them all."),
+) -> None:
+    """The newest sessions first (ten by default), one 40-column line each: id, stages passed,
+    attempts, state."""
+    from ..session.status import session_line, sessions_table
     from ..session.store import sessions_dir
 
-    rows = sessions_table(sessions_dir())
+    rows = sessions_table(sessions_dir(), None if all_ else last)
     if not rows:
         typer.echo(f"no sessions in {sessions_dir()}")
     for r in rows:
-        state = "running" if r["running"] else (r["ended"] or "not running")
-        typer.echo(f"{r['session']}  {state:18} attempt {r['attempt']:<3} {r['reached']}/7")
+        typer.echo(session_line(r))
+    total = len(list(sessions_dir().glob("*/journal.jsonl"))) if rows else 0
+    if total > len(rows):
+        typer.echo(f"({total - len(rows)} older: --all)")
 
 
 def stop(
@@ -170,6 +176,7 @@ def phone(ctx: typer.Context) -> None:
 
     args = phone_args(os.environ.get("SSH_ORIGINAL_COMMAND", ""))
     load_env()  # the model's key for `continue`, from ~/.config/harness/env (0600)
+    os.environ.setdefault("COLUMNS", "40")  # a phone's screen: `report` drops its tables
     # the allowed command, in this process (a second interpreter would double the phone's wait)
     rc = ctx.find_root().command.main(args, prog_name="harness", standalone_mode=False)
     if isinstance(rc, int) and rc:

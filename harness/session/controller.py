@@ -218,6 +218,7 @@ class Session:
             (self.dir / "attempts" / f"{n:02d}.evidence.txt").write_text(w.evidence, encoding="utf-8")
             digest += "\n\n## Where the hung run waits\n" + w.evidence.split("\n\n", 1)[0][:2000] + "\n"
             procs = w.evidence.split("\n\n", 1)[0].splitlines()[1:]
+            self.emit("evidence", attempt=n, text=w.evidence.split("\n\n", 1)[0][:4000])
             self.note(f"the run hung; {procs[0].strip()[:240] if procs else 'no process of it was left'} "
                       f"(all of it in attempts/{n:02d}.evidence.txt)")
         (self.dir / "attempts" / f"{n:02d}.digest.txt").write_text(digest, encoding="utf-8")

@@ -17,6 +17,8 @@ Events (each also has `seq` and `t`, added by the journal):
     model     {attempt, step, prompt_tokens, completion_tokens, cost, seconds, retries, content}
     tool      {attempt, step, name, arguments, refused, end, output}
     note      {attempt, text}                         something the controller decided and why
+    evidence  {attempt, text}                         where a hung run's processes waited (states, CPU,
+                                                      stacks; all of it in attempts/NN.evidence.txt)
     continue  {prior, fresh_budget, crashed}          a controller resumed the session: after its end (prior:
                                                       the end reason), or after its controller died
                                                       (crashed: no end was written, e.g. SIGKILL)

@@ -113,9 +113,24 @@ def phone_lines(s: dict, now: float | None = None) -> list[str]:
     return [_fit(x) for x in lines]
 
 
-def sessions_table(root: Path) -> list[dict]:
+def sessions_table(root: Path, last: int | None = None) -> list[dict]:
+    """The sessions, newest first (ids begin with their start time); the `last` newest only."""
+    dirs = sorted((p.parent for p in root.glob("*/journal.jsonl")), reverse=True) if root.is_dir() else []
     rows = []
-    for d in sorted(p.parent for p in root.glob("*/journal.jsonl")) if root.is_dir() else []:
+    for d in dirs[:last]:
         s = status(d)
-        rows.append({k: s[k] for k in ("session", "running", "ended", "attempt", "reached", "elapsed_s")})
+        rows.append({k: s[k] for k in ("running", "ended", "attempt", "reached", "elapsed_s")} | {"session": d.name})
     return rows
+
+
+# the budgets' names in a few letters: a `sessions` line fits a 40-column phone screen
+_SHORT_BUDGET = {"relaunches": "runs", "wall_clock": "time", "agent_steps": "steps"}
+
+
+def session_line(r: dict) -> str:
+    """One session in at most 40 characters: id, stages passed, attempts, state."""
+    ended = r["ended"] or ""
+    if ended.startswith("budget:"):
+        ended = "over " + _SHORT_BUDGET.get(ended[7:], ended[7:])
+    state = "running" if r["running"] else (ended or "not running")
+    return _fit(f"{r['session']} {r['reached']}/{len(STAGES)} #{r['attempt']:<2} {state}")
