@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from .chain import STAGES
 from .redact import redact
+from .remote.hostinfo import devices_line, versions_line
 from .session.state import fold
 
 NARROW = 60  # columns below which the Markdown drops its tables
@@ -202,7 +203,9 @@ def _facts(st, t0, ended, files, source, diff, people) -> list[tuple[str, str]]:
             ("model", f"{st.model_calls} calls, {st.tokens} tokens, money {st.money:.4f}; "
                       f"{st.agent_steps} agent tool calls"),
             ("waiting", f"for the run {duration(st.run_seconds)}, for the model {duration(st.model_seconds)}"),
-            ("human interventions", f"{len(people)}" + (": " + "; ".join(people) if people else ""))]
+            ("human interventions", f"{len(people)}" + (": " + "; ".join(people) if people else ""))] \
+        + ([("devices", devices_line(st.machine)), ("versions", versions_line(st.machine) or "not read")]
+           if st.machine else [])
 
 
 def _row(a, events: list[dict], ended: dict | None) -> Row:

@@ -48,6 +48,9 @@ async def doctor(spec) -> list[Check]:
         from .preflight import preflight
 
         checks += await preflight(t, spec.preflight)
+        from .hostinfo import host_info, summary
+
+        checks += [Check(*c) for c in summary(await host_info(t, spec))]
         for path in script_paths(spec.launch.command):
             r = await t.run(f"cd {w} && test -f {shlex.quote(path)}", timeout=20)
             checks.append(Check("launch", r.ok, f"{path} exists" if r.ok else

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..agent.policy import Policy
 from ..analyze import Analyzer, build_digest
 from ..chain import STAGES
-from ..errors import HostUnreachable, one_line
+from ..errors import HarnessError, HostUnreachable, one_line
 from ..playbook import load_playbook
 from ..remote.launch import Launcher, RunActive, RunHandle
 from ..remote.once import Ops
@@ -125,6 +125,8 @@ class Session:
         try:
             if resuming:
                 await self.ledger.recover()
+            if st.machine is None:
+                await self._read_host()
             while True:
                 await self.step()
         except SessionEnd as end:
@@ -140,6 +142,21 @@ class Session:
         finally:
             await self._finish(reason, detail)
         return reason
+
+    async def _read_host(self) -> None:
+        """Once per session, before its first launch: the devices and versions the run will see
+        (the report shows them; they are what a framework's maintainers ask for first)."""
+        from ..remote.hostinfo import host_info
+
+        self.activity("reading the host's devices and package versions")
+        try:
+            info = await host_info(self.transport, self.spec)
+        except HarnessError as e:  # never in the way of the run itself
+            if isinstance(e, HostUnreachable):
+                raise
+            self.note(f"could not read the host's devices and versions: {one_line(e)}")
+            return
+        self.emit("host", **info.as_event())
 
     async def step(self) -> None:
         """One turn of the loop: decide on the last attempt's verdict, then run the next attempt."""

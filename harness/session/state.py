@@ -17,6 +17,9 @@ Events (each also has `seq` and `t`, added by the journal):
     model     {attempt, step, prompt_tokens, completion_tokens, cost, seconds, retries, content}
     tool      {attempt, step, name, arguments, refused, end, output}
     note      {attempt, text}                         something the controller decided and why
+    host      {tool, devices, driver, toolkit, cann_installed, cann_sourced, packages, python, raw_error}
+                                                      the devices and versions the run sees (remote/hostinfo.py),
+                                                      read once, before the first launch
     evidence  {attempt, text}                         where a hung run's processes waited (states, CPU,
                                                       stacks; all of it in attempts/NN.evidence.txt)
     continue  {prior, fresh_budget, crashed}          a controller resumed the session: after its end (prior:
@@ -87,6 +90,7 @@ class State:
     start_error: str = ""  # the last controller start that failed its checks
     crashes: int = 0  # controllers that died without writing `end`
     protocol: str | None = None  # how the agent acts with this model (`protocol` event): tools or text
+    machine: dict | None = None  # the `host` event: devices and versions as the first launch saw them
 
     @property
     def relaunches(self) -> int:
@@ -128,6 +132,8 @@ def apply(st: State, ev: dict) -> State:
     if kind == "session":
         st.session, st.host, st.workdir, st.started = ev["session"], ev["host"], ev["workdir"], ev["t"]
         st.env, st.unset = dict(ev.get("env", {})), list(ev.get("unset", []))
+    elif kind == "host":
+        st.machine = ev
     elif kind == "launch":
         a = st.attempt(n)
         a.run_id, a.started, a.changes = ev["run_id"], ev["t"], st.pending_changes
