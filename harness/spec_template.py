@@ -126,3 +126,41 @@ def write_template(out: Path, *, host: str | None = None, command: str = "bash r
     except OSError as e:
         raise BadInput(f"cannot write {out}: {e.strerror}") from None
     return f"wrote {out}: edit model: and budgets:, then `harness run {shlex.quote(str(out))}`"
+
+
+def presets() -> list[str]:
+    from importlib import resources
+
+    return sorted(p.name[:-5] for p in resources.files("harness.presets").iterdir() if p.name.endswith(".yaml"))
+
+
+def write_preset(out: Path, name: str, *, host: str | None = None, workdir: str | None = None,
+                 transport: str | None = None, force: bool = False) -> str:
+    """Write preset `name` (harness/presets/NAME.yaml: a commented spec for a real stack) with
+    the host, transport and workdir filled in; returns the line that says what to do next."""
+    import json
+    from importlib import resources
+
+    from .spec_load import load_text
+
+    if name not in presets():
+        raise BadInput(f"no preset {name!r}; there are: {', '.join(presets())}")
+    transport = transport or ("asyncssh" if host else "local")
+    if transport == "local" or workdir is not None:
+        workdir = str(Path(workdir or os.getcwd()).expanduser().resolve()) if transport == "local" else workdir
+    elif workdir is None:
+        raise BadInput(f"--workdir: give the absolute path of the {name} checkout on {host}")
+    if not str(workdir).startswith("/"):
+        raise BadInput(f"--workdir: {workdir!r} is not an absolute path on the host")
+    text = resources.files("harness.presets").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
+    for token, value in (("@HOST@", host or "localhost"), ("@TRANSPORT@", transport), ("@WORKDIR@", workdir)):
+        text = text.replace(token, json.dumps(value, ensure_ascii=False))  # a JSON string is a YAML scalar
+    load_text(text, str(out), out.parent)  # the promise: what init writes loads as it is
+    if out.exists() and not force:
+        raise BadInput(f"{out} exists; use --force to overwrite it")
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise BadInput(f"cannot write {out}: {e.strerror}") from None
+    return (f"wrote {out} (preset {name}): edit launch.command for your model and data, model: and budgets:, "
+            f"then `harness doctor {shlex.quote(str(out))}` and `harness run {shlex.quote(str(out))}`")

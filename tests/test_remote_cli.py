@@ -28,7 +28,8 @@ def test_doctor_passes_a_good_spec_line_by_line(ssh_lab, tmp_path):
     r = harness("doctor", spec_file(tmp_path, ssh_lab, work))
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.strip().splitlines()
-    assert [ln.split(":")[0] for ln in lines] == ["✓ ssh", "✓ workdir", "✓ git", "✓ python", "✓ launch"]
+    assert [ln.split(":")[0] for ln in lines] == ["✓ ssh", "✓ workdir", "✓ git", "✓ python", "✓ accelerators",
+                                                "✓ packages", "✓ launch"]
 
 
 def test_doctor_names_what_is_wrong(ssh_lab, tmp_path):

@@ -66,10 +66,17 @@ def init(
                                             "(default: asyncssh with --host, else local)."),
     out: Path = typer.Option(Path("harness.yaml"), "-o", "--output", help="The file to write."),
     force: bool = typer.Option(False, "--force", help="Overwrite the file if it exists."),
+    preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME",
+                                         help="A spec for a real stack: verl, mindspeed-rl, rllm, openrlhf, trl, "
+                                         "pangu-910c (each value commented with why)."),
 ) -> None:
-    """Write a commented run spec (harness.yaml) for a host and a launch command."""
-    from ..spec_template import write_template
+    """Write a commented run spec (harness.yaml) for a host and a launch command, or for a stack
+    (--preset)."""
+    from ..spec_template import write_preset, write_template
 
+    if preset is not None:
+        typer.echo(write_preset(out, preset, host=host, workdir=workdir, transport=transport, force=force))
+        return
     typer.echo(write_template(out, host=host, command=command, workdir=workdir, transport=transport, force=force))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -26,6 +27,11 @@ def script_paths(command: str) -> list[str]:
             and (w.endswith((".sh", ".py", ".bash")) or ("/" in w and not w.startswith("/usr/") and "." in w))]
 
 
+def expand(word: str, env: dict[str, str]) -> str:
+    """`$NAME` and `${NAME}` replaced from the launch's env (others left as they are)."""
+    return re.sub(r"\$(?:\{(\w+)\}|(\w+))", lambda m: env.get(m.group(1) or m.group(2), m.group(0)), word)
+
+
 async def doctor(spec) -> list[Check]:
     """Run the checks of a RunSpec in order; stop after the connection if it fails."""
     hs = spec.host_spec()
@@ -45,13 +51,14 @@ async def doctor(spec) -> list[Check]:
             r = await t.run(probe, timeout=20)
             checks.append(Check(tool, r.ok, (r.stdout + r.stderr).strip().splitlines()[0] if r.ok else
                                 f"{tool} not found on {spec.host}; install it or put it on PATH"))
+        from .hostinfo import host_info, summary
         from .preflight import preflight
 
-        checks += await preflight(t, spec.preflight)
-        from .hostinfo import host_info, summary
-
-        checks += [Check(*c) for c in summary(await host_info(t, spec))]
+        info = await host_info(t, spec)
+        checks += await preflight(t, spec.preflight, info)
+        checks += [Check(*c) for c in summary(info)]
         for path in script_paths(spec.launch.command):
+            path = expand(path, spec.launch.env)
             r = await t.run(f"cd {w} && test -f {shlex.quote(path)}", timeout=20)
             checks.append(Check("launch", r.ok, f"{path} exists" if r.ok else
                                 f"{path} (from `launch.command`) not found in {spec.workdir}"))

@@ -17,7 +17,7 @@ PACKAGES = ("torch", "torch_npu", "vllm", "vllm_ascend", "sglang", "verl", "ray"
             "mindspeed", "mindspeed_rl", "openrlhf", "trl", "deepspeed", "accelerate", "flash_attn", "numpy")
 # Set by CANN's set_env.sh (ascend-toolkit/set_env.sh); any of them means it was sourced.
 CANN_VARS = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH", "ASCEND_AICPU_PATH")
-SET_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
+SET_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"  # a root install; ${HOME}/Ascend/… for others
 
 _VERSIONS = ("import importlib.metadata as m\n"
              "for n in {names!r}:\n"
@@ -73,7 +73,7 @@ def host_script(workdir: str, env: dict[str, str], command: str = "", scripts: l
         "echo '== nvidia-smi'; command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi 2>&1 | head -c 65536; "
         "echo '== cann'; "
         f"for v in {' '.join(CANN_VARS)}; do eval \"x=\\${{$v:-}}\"; [ -n \"$x\" ] && echo \"env $v=$x\"; done; "
-        f"[ -f {SET_ENV} ] && echo 'installed {SET_ENV}'; "
+        f"for f in {SET_ENV} \"$HOME/Ascend/ascend-toolkit/set_env.sh\"; do [ -f \"$f\" ] && echo \"installed $f\"; done; "
         "for f in /usr/local/Ascend/ascend-toolkit/latest/*/ascend_toolkit_install.info "
         "/usr/local/Ascend/ascend-toolkit/latest/version.cfg /usr/local/Ascend/driver/version.info; do "
         "[ -f \"$f\" ] && sed -n 's/^/file '\"$(echo \"$f\" | tr / :)\"' /p' \"$f\" | head -20; done; "
