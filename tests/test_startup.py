@@ -147,3 +147,12 @@ def test_memo_versions_and_bounds(tmp_path, monkeypatch):
     assert DiskMemo("t", "v1").get("k", lambda: "recomputed") == [1, "x"]  # read back by the next process
     assert DiskMemo("t", "v2").get("k", lambda: "recomputed") == "recomputed"  # other code, other file
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
+def test_the_phone_gets_the_40_column_report(tmp_path):
+    env = _home(tmp_path) | {"SSH_ORIGINAL_COMMAND": f"report {SID}"}
+    env.pop("COLUMNS", None)
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "phone"], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "### attempt 11" in r.stdout and max(map(len, r.stdout.splitlines())) <= 40

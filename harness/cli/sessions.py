@@ -1,4 +1,5 @@
-"""Sessions for people: continue, status, sessions, stop, logs, attach; registered by harness.cli."""
+"""Sessions for people: continue, status, sessions, stop, logs, attach, phone, nightly; registered by
+harness.cli."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Optional
 import typer
 
 from ..errors import BadInput
+
 
 @functools.cache
 def _console():
