@@ -105,7 +105,7 @@ def render(given: dict, everything: bool = False) -> str:
 def write_template(out: Path, *, host: str | None = None, command: str = "bash run.sh", workdir: str | None = None,
                    transport: str | None = None, force: bool = False) -> str:
     """Write the commented spec to `out`; returns the line that says where it is and what next."""
-    from .spec_load import clean_loc, load_text, message
+    from .spec_load import clean_loc, message
 
     transport = transport or ("asyncssh" if host else "local")  # no host: the run is on this machine
     if workdir is None or transport == "local":
@@ -118,14 +118,21 @@ def write_template(out: Path, *, host: str | None = None, command: str = "bash r
         loc = clean_loc(err["loc"])
         raise BadInput(f"{_FLAGS.get(str(loc[0]), loc[0])}: {message(err, loc)}") from None
     text = render(given)
-    load_text(text, str(out), out.parent)  # the promise: what init writes loads as it is
+    _write_spec(out, text, force)
+    return f"wrote {out}: edit model: and budgets:, then `harness run {shlex.quote(str(out))}`"
+
+
+def _write_spec(out: Path, text: str, force: bool) -> None:
+    """Write a spec init made, once it is known to load (the promise: what init writes loads as it is)."""
+    from .spec_load import load_text
+
+    load_text(text, str(out), out.parent)
     if out.exists() and not force:
         raise BadInput(f"{out} exists; use --force to overwrite it")
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as e:
         raise BadInput(f"cannot write {out}: {e.strerror}") from None
-    return f"wrote {out}: edit model: and budgets:, then `harness run {shlex.quote(str(out))}`"
 
 
 def presets() -> list[str]:
@@ -141,13 +148,11 @@ def write_preset(out: Path, name: str, *, host: str | None = None, workdir: str 
     import json
     from importlib import resources
 
-    from .spec_load import load_text
-
     if name not in presets():
         raise BadInput(f"no preset {name!r}; there are: {', '.join(presets())}")
     transport = transport or ("asyncssh" if host else "local")
-    if transport == "local" or workdir is not None:
-        workdir = str(Path(workdir or os.getcwd()).expanduser().resolve()) if transport == "local" else workdir
+    if transport == "local":
+        workdir = str(Path(workdir or os.getcwd()).expanduser().resolve())
     elif workdir is None:
         raise BadInput(f"--workdir: give the absolute path of the {name} checkout on {host}")
     if not str(workdir).startswith("/"):
@@ -155,12 +160,6 @@ def write_preset(out: Path, name: str, *, host: str | None = None, workdir: str 
     text = resources.files("harness.presets").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
     for token, value in (("@HOST@", host or "localhost"), ("@TRANSPORT@", transport), ("@WORKDIR@", workdir)):
         text = text.replace(token, json.dumps(value, ensure_ascii=False))  # a JSON string is a YAML scalar
-    load_text(text, str(out), out.parent)  # the promise: what init writes loads as it is
-    if out.exists() and not force:
-        raise BadInput(f"{out} exists; use --force to overwrite it")
-    try:
-        out.write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise BadInput(f"cannot write {out}: {e.strerror}") from None
+    _write_spec(out, text, force)
     return (f"wrote {out} (preset {name}): edit launch.command for your model and data, model: and budgets:, "
             f"then `harness doctor {shlex.quote(str(out))}` and `harness run {shlex.quote(str(out))}`")

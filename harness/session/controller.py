@@ -151,9 +151,9 @@ class Session:
         self.activity("reading the host's devices and package versions")
         try:
             info = await host_info(self.transport, self.spec)
+        except HostUnreachable:
+            raise
         except HarnessError as e:  # never in the way of the run itself
-            if isinstance(e, HostUnreachable):
-                raise
             self.note(f"could not read the host's devices and versions: {one_line(e)}")
             return
         self.emit("host", **info.as_event())
