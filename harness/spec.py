@@ -99,8 +99,37 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")  # no populate_by_name: YAML has one spelling per field
 
 
+class RayJob(_Model):
+    address: str = Field("http://127.0.0.1:8265", description="the Ray Jobs API (the head's dashboard) as seen "
+                         "from the host; the head's own loopback by default, where `ray start --head` serves it")
+    temp_dir: str = Field("/tmp/ray", description="the head's Ray temp dir (`ray start --temp-dir`), where the "
+                          "driver's log is read from; the API's log is polled when it is not on the host")
+    stop_wait: Duration = Field(60, description="seconds Ray gives the driver between SIGTERM and SIGKILL "
+                                "(RAY_JOB_STOP_WAIT_TIME_S): Ray's default of 3 s is too short for a trainer "
+                                "tearing down its collectives or writing a checkpoint")
+    python: str = Field("python3", description="the host's Python (3.8+, standard library only) that runs the "
+                        "job's supervisor")
+
+
+class SlurmJob(_Model):
+    options: list[str] = Field(default_factory=list, examples=[["--nodes=2", "--gres=gpu:8", "--time=8:00:00"]],
+                               description="sbatch options")
+    script: str | None = Field(None, examples=["run.sbatch"], description="a batch script of yours, relative to "
+                               "workdir, submitted as it is; none: the harness writes one that runs `command`")
+    stop_wait: Duration = Field(60, description="seconds to wait for the job to leave the queue after scancel "
+                                "(more than slurm.conf's KillWait, 30 s by default)")
+    python: str = Field("python3", description="the host's Python (3.8+, standard library only) that runs the "
+                        "job's supervisor")
+
+
 class Launch(_Model):
-    command: str = Field(..., min_length=1, description="the shell command that starts the run, run in workdir")
+    command: str = Field(..., min_length=1, description="the shell command that starts the run, run in workdir "
+                         "(via ray-job: the job's entrypoint; via slurm: the batch script's body)")
+    via: Literal["process", "ray-job", "slurm"] = Field(
+        "process", description="process: a detached process group on the host; ray-job: a job submitted to the "
+        "Ray Jobs API of a running cluster; slurm: an sbatch job")
+    ray: RayJob = Field(default_factory=RayJob, description="the Ray Jobs API, for via: ray-job")
+    slurm: SlurmJob = Field(default_factory=SlurmJob, description="sbatch, for via: slurm")
     env: dict[EnvName, str] = Field(default_factory=dict, examples=[{"RAY_DEDUP_LOGS": "0"}],
                                     description="variables set for the run")
     unset: list[EnvName] = Field(default_factory=list, examples=[["http_proxy", "https_proxy", "all_proxy"]],

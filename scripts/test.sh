@@ -21,6 +21,13 @@ if [ ! -x /usr/bin/chromium ]; then
         >/tmp/harness-apt.log 2>&1 || { echo "test.sh: error: could not install chromium (see /tmp/harness-apt.log)" >&2; tail -20 /tmp/harness-apt.log >&2; exit 1; }
 fi
 
+# The Ray tests start a real Ray head on 127.0.0.1 (the `ray` extra: ray[default] from PyPI).
+if [ ! -x .venv/bin/ray ]; then
+    echo "test.sh: installing ray[default] for the Ray Jobs tests" >&2
+    .venv/bin/python -m pip install -q -e '.[test,ray]' >/tmp/harness-ray.log 2>&1 \
+        || { echo "test.sh: error: could not install ray[default] (see /tmp/harness-ray.log)" >&2; tail -20 /tmp/harness-ray.log >&2; exit 1; }
+fi
+
 .venv/bin/python -m pytest "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then

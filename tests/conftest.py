@@ -38,3 +38,18 @@ def arun():
     loop.run_until_complete(loop.shutdown_default_executor())
     asyncio.set_event_loop(None)
     loop.close()
+
+
+@pytest.fixture(scope="session")
+def ray_head():
+    """A real Ray head on 127.0.0.1 with its Jobs API (engines.RayHead). Needs ray[default]
+    (scripts/test.sh installs it into .venv)."""
+    from engines import RayHead, ray_bin
+
+    if ray_bin() is None:
+        if os.environ.get("CI"):
+            pytest.fail("ray is missing: scripts/test.sh should have installed ray[default]")
+        pytest.skip("ray not installed (bash scripts/test.sh installs ray[default])")
+    head = RayHead().start()
+    yield head
+    head.stop()

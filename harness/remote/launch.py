@@ -216,6 +216,7 @@ class Launcher:
         wd = await self._claim(workdir, run_id, log_name)
         rd = f"{wd}/{RUNS}/{run_id}"
         head = "#!/bin/sh\n" + shell_vars(RD=rd, WD=wd, LOG=log_name, ID=run_id)
+        cmd = await self._prepare(cmd, wd=wd, rd=rd, run_id=run_id, env=env or {}, unset=list(unset))
         await self.t.write(f"{rd}/cmd", cmd.rstrip("\n").encode() + b"\n", mode=0o600)
         await self.t.write(f"{rd}/start.sh", (head + START.replace("@ENV@", env_args)).encode(), mode=0o700)
         await self.t.write(f"{rd}/wrapper.sh", (head + WRAPPER).encode(), mode=0o700)
@@ -226,6 +227,12 @@ class Launcher:
             raise LaunchFailed(f"run {run_id} did not start within {self.start_timeout:g}s: "
                                f"see {rd}/wrapper.log and {rd}/{log_name}")
         return handle
+
+    async def _prepare(self, cmd: str, *, wd: str, rd: str, run_id: str, env: dict[str, str],
+                       unset: list[str]) -> str:
+        """The command the run's supervisor execs: `cmd` itself here; a scheduler's launcher
+        (scheduled.py) writes its job's files into the run dir and returns its supervisor."""
+        return cmd
 
     async def _claim(self, workdir: str, run_id: str, log_name: str) -> str:
         r = await self._sh(CLAIM, WD=_rel(workdir), ID=run_id, LOG=log_name, CLAIMANT=self.token)

@@ -25,7 +25,8 @@ from ..analyze import Analyzer, build_digest
 from ..chain import STAGES
 from ..errors import HarnessError, HostUnreachable, one_line
 from ..playbook import load_playbook
-from ..remote.launch import Launcher, RunActive, RunHandle
+from ..remote.launch import RunActive, RunHandle
+from ..remote.scheduled import launcher_for
 from ..remote.once import Ops
 from ..remote.reconnect import Reconnecting
 from .journal import Journal
@@ -59,7 +60,7 @@ class Session:
         self.transport = self.link = Reconnecting(transport, reopen, clock=clock, sleep=sleep,
                                                   grace=spec.connection.grace, on_change=self._link_changed)
         self.ops = Ops(spec.workdir, self.session, self.process)
-        self.launcher = Launcher(self.transport, once=self.ops, token=f"{self.session}/{self.process}")
+        self.launcher = launcher_for(spec.launch, self.transport, once=self.ops, token=f"{self.session}/{self.process}")
         self.ledger = Ledger(self.transport, spec.workdir, self.session, exclude=spec.ledger.exclude, once=self.ops)
         self.policy = Policy(workdir=spec.workdir, protected=(*spec.policy.protected, ".harness"),
                              deny=tuple(spec.policy.deny))

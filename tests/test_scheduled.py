@@ -1,0 +1,142 @@
+"""The scheduler launchers against the real engines: a Ray head with its Jobs API on loopback
+(engines.RayHead), reached directly and over the loopback sshd. The verdict comes from the job's
+status, stop waits for a trainer's teardown, what the job leaves behind is swept."""
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.remote.launch import LaunchFailed
+from harness.remote.scheduled import RayJobLauncher, launcher_for
+from harness.remote.transport import HostSpec, connect
+from harness.spec import Launch, RayJob
+from sshd import free_port
+
+PY = sys.executable  # has ray: the job's Python must match the cluster's Ray
+
+
+def launcher(t, head, **kw):
+    return RayJobLauncher(t, RayJob(address=head.address, temp_dir=head.dir, **kw))
+
+
+async def ended(lau, h, timeout=90, head=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = await lau.poll(h)
+        if not st.alive:
+            return st
+        await asyncio.sleep(0.3)
+    jobs = [j for j in head.jobs() if j["submission_id"] == h.run_id] if head else "?"
+    raise AssertionError(f"run {h.run_id} still alive after {timeout}s: {jobs} {Path(h.log_path).read_text()[-2000:]}")
+
+
+def local(body):
+    async def go():
+        t = await connect(HostSpec(host="localhost", transport="local"))
+        try:
+            return await body(t)
+        finally:
+            await t.close()
+    return asyncio.run(go())
+
+
+def test_exit_code_comes_from_the_job_status_and_the_env_reaches_driver_and_workers(ray_head, tmp_path, monkeypatch):
+    # a proxy on the host must neither carry the supervisor's calls to the head nor reach the job
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    (tmp_path / "job.py").write_text(
+        "import os, ray\n"
+        "ray.init()\n"
+        "f = ray.remote(lambda: (os.environ.get('FOO'), os.environ.get('http_proxy'), os.environ['HARNESS_RUN_ID']))\n"
+        "print('worker sees', *ray.get(f.remote()), flush=True)\n")
+    cmd = f"echo driver sees $FOO ${{http_proxy-unset}}; {PY} job.py; exit 7"
+
+    async def body(t):
+        lau = launcher(t, ray_head)
+        h = await lau.launch(cmd, workdir=str(tmp_path), env={"FOO": "bar"}, unset=["http_proxy"])
+        return h, await ended(lau, h, head=ray_head)
+    h, st = local(body)
+    log = Path(h.log_path).read_text()
+    assert st.exit_code == 7, log
+    assert "driver sees bar unset" in log
+    assert f"worker sees bar  {h.run_id}" in log  # runtime_env: FOO set, http_proxy emptied, marker
+    assert f"harness: ray job {h.run_id} FAILED (JOB_ENTRYPOINT_COMMAND_ERROR)" in log.splitlines()[-1]
+    job = {j["submission_id"]: j for j in ray_head.jobs()}[h.run_id]
+    assert job["status"] == "FAILED" and job["runtime_env"]["env_vars"]["RAY_JOB_STOP_WAIT_TIME_S"] == "60"
+
+
+def test_a_driver_killed_hard_fails_though_its_log_ends_cleanly(ray_head, tmp_path):
+    async def body(t):
+        lau = launcher(t, ray_head)
+        h = await lau.launch("echo all good; kill -9 $$", workdir=str(tmp_path))
+        return h, await ended(lau, h)
+    h, st = local(body)
+    assert st.exit_code not in (0, None)
+    assert "FAILED" in Path(h.log_path).read_text().splitlines()[-1]
+
+
+def test_stop_lets_the_trainer_tear_down_then_sweeps_the_detached_actor_it_left(ray_head, tmp_path):
+    (tmp_path / "keeper.py").write_text(
+        "import os, ray\n"
+        "ray.init()\n"
+        "@ray.remote\n"
+        "class Keeper:\n"
+        "    def pid(self):\n"
+        "        return os.getpid()\n"
+        "k = Keeper.options(name='keeper-' + os.environ['HARNESS_RUN_ID'], lifetime='detached').remote()\n"
+        "open('keeper.pid', 'w').write(str(ray.get(k.pid.remote())))\n")
+    # Ray's default stop wait (3 s) would KILL this teardown half-way
+    cmd = (f"{PY} keeper.py && echo training; trap 'echo tearing down; sleep 5; echo torn down; exit 0' TERM; "
+           "sleep 300 & wait")
+
+    async def body(t):
+        lau = launcher(t, ray_head, stop_wait=30)
+        h = await lau.launch(cmd, workdir=str(tmp_path))
+        deadline = time.monotonic() + 90
+        while "training" not in Path(h.log_path).read_text() and time.monotonic() < deadline:
+            await asyncio.sleep(0.3)
+        keeper = int((tmp_path / "keeper.pid").read_text())
+        assert Path(f"/proc/{keeper}").exists()
+        rep = await lau.stop(h, grace=5)
+        return h, keeper, rep, await lau.poll(h)
+    h, keeper, rep, st = local(body)
+    log = Path(h.log_path).read_text()
+    assert "torn down" in log and "STOPPED" in log.splitlines()[-1], log
+    assert not st.alive and rep.ok and not rep.survivors
+    assert keeper in rep.terminated + rep.killed
+    assert not Path(f"/proc/{keeper}").exists() or "Z" in Path(f"/proc/{keeper}/stat").read_text().split()[2]
+
+
+def test_an_unreachable_jobs_api_is_one_line_before_anything_runs(tmp_path):
+    async def body(t):
+        lau = launcher_for(Launch(command="true", via="ray-job",
+                                  ray={"address": f"http://127.0.0.1:{free_port()}"}), t)
+        with pytest.raises(LaunchFailed) as e:
+            await lau.launch("touch ran", workdir=str(tmp_path))
+        return str(e.value)
+    msg = local(body)
+    assert "\n" not in msg and "did not answer" in msg and "ray start --head" in msg
+    assert not (tmp_path / "ran").exists()
+
+
+def test_over_ssh_the_supervisor_needs_only_the_hosts_python(ray_head, ssh_lab, tmp_path):
+    wd = tmp_path / "w"
+    wd.mkdir()
+    os.chmod(tmp_path, 0o755)
+
+    async def body():
+        t = await connect(HostSpec(host="box", transport="asyncssh", ssh_config=str(ssh_lab.ssh_config),
+                                   known_hosts=str(ssh_lab.known_hosts)))
+        try:
+            lau = RayJobLauncher(t, RayJob(address=ray_head.address, temp_dir=ray_head.dir, python="/usr/bin/python3"))
+            h = await lau.launch("echo over ssh; exit 3", workdir=str(wd))
+            again = await RayJobLauncher(t, lau.job).find(str(wd), h.run_id)  # a new controller finds it
+            return h, again, await ended(lau, h)
+        finally:
+            await t.close()
+    h, again, st = asyncio.run(body())
+    assert again is not None and again.pid == h.pid
+    assert st.exit_code == 3 and "over ssh" in Path(h.log_path).read_text()
