@@ -21,6 +21,14 @@ if [ ! -x /usr/bin/chromium ]; then
         >/tmp/harness-apt.log 2>&1 || { echo "test.sh: error: could not install chromium (see /tmp/harness-apt.log)" >&2; tail -20 /tmp/harness-apt.log >&2; exit 1; }
 fi
 
+# The Slurm launcher tests start Debian's munged, slurmctld and slurmd on a slurm.conf of their own.
+if ! command -v slurmctld >/dev/null 2>&1 && [ ! -x /usr/sbin/slurmctld ]; then
+    echo "test.sh: installing slurm-wlm and munge for the Slurm launcher tests" >&2
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq slurm-wlm munge; } \
+        >/tmp/harness-apt.log 2>&1 || { echo "test.sh: error: could not install slurm-wlm (see /tmp/harness-apt.log)" >&2; tail -20 /tmp/harness-apt.log >&2; exit 1; }
+fi
+
 # The Ray tests start a real Ray head on 127.0.0.1 (the `ray` extra: ray[default] from PyPI).
 if [ ! -x .venv/bin/ray ]; then
     echo "test.sh: installing ray[default] for the Ray Jobs tests" >&2

@@ -53,3 +53,19 @@ def ray_head():
     head = RayHead().start()
     yield head
     head.stop()
+
+
+@pytest.fixture(scope="session")
+def slurm_lab():
+    """Real munged + slurmctld + slurmd on a single-node slurm.conf of their own
+    (engines.SlurmLab). Needs Debian's slurm-wlm and munge (scripts/test.sh installs them)."""
+    from engines import SlurmLab, slurm_missing
+
+    missing = slurm_missing() or (os.geteuid() != 0 and "root")
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"{missing} is missing: scripts/test.sh should have installed slurm-wlm and munge")
+        pytest.skip(f"{missing} not available (bash scripts/test.sh installs slurm-wlm and munge)")
+    lab = SlurmLab().start()
+    yield lab
+    lab.stop()

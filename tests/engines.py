@@ -105,3 +105,94 @@ class RayHead:
         if self.proc:
             self.proc.wait(10)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+SLURM_CONF = """\
+ClusterName=htest
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdPort={d_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={dir}/munge.sock
+CredType=cred/munge
+# in a container: no cgroups to track or bind with
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+ReturnToService=2
+StateSaveLocation={dir}/state
+SlurmdSpoolDir={dir}/spool
+SlurmctldPidFile={dir}/slurmctld.pid
+SlurmdPidFile={dir}/slurmd.pid
+SlurmctldLogFile={dir}/slurmctld.log
+SlurmdLogFile={dir}/slurmd.log
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+KillWait={kill_wait}
+NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+def slurm_missing() -> str | None:
+    for tool in ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel"):
+        if not (shutil.which(tool) or os.path.exists(f"/usr/sbin/{tool}")):
+            return tool
+    return None
+
+
+class SlurmLab:
+    """munged, slurmctld and slurmd (Debian's packages) on a single-node slurm.conf of their own:
+    own ports, own munge socket and key, nothing of the machine's /etc used. Needs root."""
+
+    def __init__(self, kill_wait: int = 5):
+        self.dir = tempfile.mkdtemp(prefix="hslurm", dir="/tmp")
+        self.conf = f"{self.dir}/slurm.conf"
+        self.kill_wait = kill_wait
+
+    def _daemon(self, *argv: str) -> None:
+        exe = shutil.which(argv[0]) or f"/usr/sbin/{argv[0]}"
+        env = {**os.environ, MARK: self.dir, "SLURM_CONF": self.conf}
+        subprocess.Popen([exe, *argv[1:]], env=env, stdout=open(f"{self.dir}/{argv[0]}.out", "wb"),
+                         stderr=subprocess.STDOUT, start_new_session=True)
+
+    def start(self) -> SlurmLab:
+        import socket
+
+        d = Path(self.dir)
+        (d / "state").mkdir()
+        (d / "spool").mkdir()
+        (d / "munge.key").write_bytes(os.urandom(1024))
+        os.chmod(d / "munge.key", 0o600)
+        (d / "slurm.conf").write_text(SLURM_CONF.format(
+            host=socket.gethostname(), ctld_port=free_port(), d_port=free_port(), dir=self.dir,
+            kill_wait=self.kill_wait, cpus=os.cpu_count()))
+        self._daemon("munged", "--foreground", f"--socket={d}/munge.sock", f"--key-file={d}/munge.key",
+                     f"--pid-file={d}/munged.pid", f"--log-file={d}/munged.log", f"--seed-file={d}/munged.seed",
+                     "--force")
+        deadline = time.monotonic() + 10
+        while not (d / "munge.sock").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self._daemon("slurmctld", "-D", "-f", self.conf)
+        self._daemon("slurmd", "-D", "-f", self.conf, "-N", socket.gethostname())
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if "idle" in self.scontrol("show", "node").stdout.lower():
+                return self
+            time.sleep(0.3)
+        out = "".join(p.read_text()[-500:] for p in d.glob("*.out"))
+        self.stop()
+        raise RuntimeError(f"slurm did not come up in 60s: {out}")
+
+    def scontrol(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=30,
+                              env={**os.environ, "SLURM_CONF": self.conf})
+
+    def stop(self) -> None:
+        kill_marked(self.dir)
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,9 +1,11 @@
 """The scheduler launchers against the real engines: a Ray head with its Jobs API on loopback
-(engines.RayHead), reached directly and over the loopback sshd. The verdict comes from the job's
-status, stop waits for a trainer's teardown, what the job leaves behind is swept."""
+(engines.RayHead), reached directly and over the loopback sshd, and Slurm's own daemons
+(engines.SlurmLab). The verdict comes from the job's status, stop waits for a trainer's teardown,
+what the job leaves behind is swept."""
 
 import asyncio
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -11,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from harness.remote.launch import LaunchFailed
-from harness.remote.scheduled import RayJobLauncher, launcher_for
+from harness.remote.scheduled import RayJobLauncher, SlurmLauncher, launcher_for
 from harness.remote.transport import HostSpec, connect
-from harness.spec import Launch, RayJob
+from harness.spec import Launch, RayJob, SlurmJob
 from sshd import free_port
 
 PY = sys.executable  # has ray: the job's Python must match the cluster's Ray
@@ -140,3 +142,75 @@ def test_over_ssh_the_supervisor_needs_only_the_hosts_python(ray_head, ssh_lab, 
     h, again, st = asyncio.run(body())
     assert again is not None and again.pid == h.pid
     assert st.exit_code == 3 and "over ssh" in Path(h.log_path).read_text()
+
+
+# --- Slurm -------------------------------------------------------------------------------
+
+def queued(lab, run_id):
+    """The run's job lines in slurmctld's queue (pending or running)."""
+    return [line for line in lab.scontrol("show", "job", "-o").stdout.splitlines()
+            if f"JobName=harness-{run_id} " in line and re.search(r"JobState=(PENDING|RUNNING)\b", line)]
+
+
+def test_slurm_exit_code_from_scontrol_output_followed_env_exported(slurm_lab, tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", slurm_lab.conf)
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+
+    async def body(t):
+        lau = SlurmLauncher(t, SlurmJob(options=["--time=5"]))
+        h = await lau.launch("echo in $SLURM_JOB_ID as $HARNESS_RUN_ID with $FOO ${http_proxy-unset}; exit 5",
+                             workdir=str(tmp_path), env={"FOO": "bar"}, unset=["http_proxy"])
+        return h, await ended(lau, h)
+    h, st = local(body)
+    log = Path(h.log_path).read_text()
+    job = (Path(h.run_dir) / "slurm_job").read_text().strip()
+    assert st.exit_code == 5, log
+    assert f"in {job} as {h.run_id} with bar unset" in log
+    assert log.splitlines()[-1].startswith(f"harness: slurm job {h.run_id} FAILED job {job}")
+
+
+def test_slurm_runs_your_own_batch_script_and_a_signal_is_an_exit_code(slurm_lab, tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", slurm_lab.conf)
+    (tmp_path / "run.sbatch").write_text("#!/bin/bash\n#SBATCH --job-name=ignored-by-the-cli-option\n"
+                                         "echo batch on $SLURM_JOB_NODELIST in $PWD\nkill -9 $$\n")
+
+    async def body(t):
+        lau = SlurmLauncher(t, SlurmJob(script="run.sbatch"))
+        h = await lau.launch("unused", workdir=str(tmp_path))
+        return h, await ended(lau, h)
+    h, st = local(body)
+    log = Path(h.log_path).read_text()
+    assert f"in {tmp_path}" in log and st.exit_code == 128 + 9, log
+
+
+def test_slurm_stop_is_scancel_waited_for_until_the_job_left_the_queue(slurm_lab, tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", slurm_lab.conf)
+    cmd = "trap 'echo tearing down; sleep 2; echo torn down; exit 0' TERM; echo training; sleep 300 & wait"
+
+    async def body(t):
+        lau = SlurmLauncher(t, SlurmJob(stop_wait=20))
+        h = await lau.launch(cmd, workdir=str(tmp_path))
+        deadline = time.monotonic() + 60
+        while "training" not in Path(h.log_path).read_text() and time.monotonic() < deadline:
+            await asyncio.sleep(0.3)
+        assert queued(slurm_lab, h.run_id)
+        rep = await lau.stop(h, grace=5)
+        return h, rep, await lau.poll(h)
+    h, rep, st = local(body)
+    log = Path(h.log_path).read_text()
+    assert "torn down" in log and "CANCELLED" in log.splitlines()[-1], log
+    assert not st.alive and rep.ok and not queued(slurm_lab, h.run_id)
+
+
+def test_slurm_down_is_one_line_before_anything_runs(tmp_path, monkeypatch):
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(f"ClusterName=x\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={free_port()}\n"
+                    "AuthType=auth/munge\nNodeName=localhost\nPartitionName=p Nodes=ALL\n")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+
+    async def body(t):
+        with pytest.raises(LaunchFailed) as e:
+            await SlurmLauncher(t, SlurmJob()).launch("touch ran", workdir=str(tmp_path))
+        return str(e.value)
+    msg = local(body)
+    assert "\n" not in msg and "scontrol ping" in msg and not (tmp_path / "ran").exists()
