@@ -16,6 +16,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+from .engines import LocalRay, LocalSlurm
 from .errors import BadInput
 from .remote.launch import PROXY_VARS
 
@@ -43,12 +44,20 @@ def prepare(dest: Path, faults: list[str | Path] | None = None) -> Path:
     return work
 
 
-def spec_dict(workdir: Path, base_url: str, model: str, key_env: str) -> dict:
-    """The run spec of the demo: local transport, minichain's playbook, generous budgets."""
+def spec_dict(workdir: Path, base_url: str, model: str, key_env: str, engine=None) -> dict:
+    """The run spec of the demo: local transport, minichain's playbook, generous budgets; launched
+    as a job of `engine` (engines.LocalRay or LocalSlurm) when there is one."""
+    launch = {"command": "bash run.sh", "env": {"PYTHON": sys.executable},
+              "unset": list(PROXY_VARS), "settle": 5, "stall": 60}
+    if isinstance(engine, LocalRay):
+        launch |= {"via": "ray-job", "ray": {"address": engine.address, "temp_dir": engine.dir,
+                                             "python": sys.executable, "stop_wait": 20}}
+    elif isinstance(engine, LocalSlurm):
+        launch |= {"via": "slurm", "slurm": {"python": sys.executable, "stop_wait": 20}}
+        launch["env"] |= {"SLURM_CONF": engine.conf}
     return {
         "host": "localhost", "transport": "local", "workdir": str(workdir),
-        "launch": {"command": "bash run.sh", "env": {"PYTHON": sys.executable},
-                   "unset": list(PROXY_VARS), "settle": 5, "stall": 60},
+        "launch": launch,
         "playbooks": ["minichain"],
         "model": {"base_url": base_url, "name": model, "api_key_env": key_env},
         "budgets": {"relaunches": 20, "wall_clock": "20m", "agent_steps": 100, "stuck_after": 3},
@@ -67,8 +76,9 @@ def key_for_scripted() -> None:
 
 
 async def run_demo(dest: Path, ui=None, *, base_url: str | None = None, model: str = "scripted-demo",
-                   key_env: str | None = None):
-    """Run the demo session in `dest`; returns (session, wall seconds, whether the model was scripted)."""
+                   key_env: str | None = None, engine=None):
+    """Run the demo session in `dest` (each attempt a job of `engine`, a started engines.LocalRay
+    or LocalSlurm, when given); returns (session, wall seconds, whether the model was scripted)."""
     import time
 
     from .agent.scripted import ScriptedModel, ScriptedServer
@@ -83,7 +93,7 @@ async def run_demo(dest: Path, ui=None, *, base_url: str | None = None, model: s
         server = ScriptedServer(ScriptedModel.from_file(SCRIPT, name=model)).start()
         base_url, key_env = server.url, DEMO_KEY_ENV
     try:
-        spec = RunSpec.model_validate(spec_dict(work, base_url, model, key_env))
+        spec = RunSpec.model_validate(spec_dict(work, base_url, model, key_env, engine))
         directory = new_session(dump_spec(spec))
         t0 = time.monotonic()
         ses = await run_spec(spec, directory, ui=ui)

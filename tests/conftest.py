@@ -42,15 +42,15 @@ def arun():
 
 @pytest.fixture(scope="session")
 def ray_head():
-    """A real Ray head on 127.0.0.1 with its Jobs API (engines.RayHead). Needs ray[default]
-    (scripts/test.sh installs it into .venv)."""
-    from engines import RayHead, ray_bin
+    """A real Ray head on 127.0.0.1 with its Jobs API (harness.engines.LocalRay). Needs
+    ray[default] (scripts/test.sh installs it into .venv)."""
+    from harness.engines import LocalRay, ray_bin
 
     if ray_bin() is None:
         if os.environ.get("CI"):
             pytest.fail("ray is missing: scripts/test.sh should have installed ray[default]")
         pytest.skip("ray not installed (bash scripts/test.sh installs ray[default])")
-    head = RayHead().start()
+    head = LocalRay().start()
     yield head
     head.stop()
 
@@ -58,14 +58,14 @@ def ray_head():
 @pytest.fixture(scope="session")
 def slurm_lab():
     """Real munged + slurmctld + slurmd on a single-node slurm.conf of their own
-    (engines.SlurmLab). Needs Debian's slurm-wlm and munge (scripts/test.sh installs them)."""
-    from engines import SlurmLab, slurm_missing
+    (harness.engines.LocalSlurm). Needs Debian's slurm-wlm and munge (scripts/test.sh installs them)."""
+    from harness.engines import LocalSlurm, slurm_missing
 
     missing = slurm_missing() or (os.geteuid() != 0 and "root")
     if missing:
         if os.environ.get("CI"):
             pytest.fail(f"{missing} is missing: scripts/test.sh should have installed slurm-wlm and munge")
         pytest.skip(f"{missing} not available (bash scripts/test.sh installs slurm-wlm and munge)")
-    lab = SlurmLab().start()
+    lab = LocalSlurm().start()
     yield lab
     lab.stop()

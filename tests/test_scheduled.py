@@ -1,6 +1,6 @@
 """The scheduler launchers against the real engines: a Ray head with its Jobs API on loopback
-(engines.RayHead), reached directly and over the loopback sshd, and Slurm's own daemons
-(engines.SlurmLab). The verdict comes from the job's status, stop waits for a trainer's teardown,
+(harness.engines.LocalRay), reached directly and over the loopback sshd, and Slurm's own daemons
+(harness.engines.LocalSlurm). The verdict comes from the job's status, stop waits for a trainer's teardown,
 what the job leaves behind is swept."""
 
 import asyncio
@@ -16,7 +16,7 @@ from harness.remote.launch import LaunchFailed
 from harness.remote.scheduled import RayJobLauncher, SlurmLauncher, launcher_for
 from harness.remote.transport import HostSpec, connect
 from harness.spec import Launch, RayJob, SlurmJob
-from sshd import free_port
+from harness.engines import free_port
 
 PY = sys.executable  # has ray: the job's Python must match the cluster's Ray
 

@@ -87,20 +87,34 @@ def demo(
     base_url: Optional[str] = typer.Option(None, help="A real OpenAI-compatible endpoint instead of the scripted model."),
     model: str = typer.Option("scripted-demo", help="The model name (with --base-url)."),
     api_key_env: Optional[str] = typer.Option(None, help="The env var holding the endpoint's key (with --base-url)."),
+    ray: bool = typer.Option(False, "--ray", help="Launch each attempt as a Ray job on a throwaway local Ray head "
+                             "(needs pip install 'harness[ray]')."),
+    slurm: bool = typer.Option(False, "--slurm", help="Launch each attempt as an sbatch job on throwaway local "
+                               "Slurm daemons (needs root and Debian's slurm-wlm and munge)."),
 ) -> None:
     """The whole loop on this machine: minichain with all ten faults, to a green chain."""
     import asyncio
+    import contextlib
 
     from ..demo import overhead, run_demo
+    from ..engines import LocalRay, LocalSlurm
     from ..ui import SessionView
+
+    if ray and slurm:
+        raise BadInput("choose one of --ray and --slurm")
 
     dest = Path(tempfile.mkdtemp(prefix="harness-demo-"))
     if base_url is None:
         _console().print("[bold]The model is scripted[/]: its answers come from harness/agent/demo_script.yaml, served "
                           "by a local OpenAI-compatible HTTP server (no network, no API key).")
     _console().print(f"workdir: {dest / 'minichain'} (minichain with faults 01-10 applied)")
-    with SessionView(_console()) as view:
-        ses, took, _ = asyncio.run(run_demo(dest, view, base_url=base_url, model=model, key_env=api_key_env))
+    engine = LocalRay() if ray else LocalSlurm() if slurm else None
+    if engine:
+        _console().print(f"starting a throwaway local {'Ray head' if ray else 'Slurm'} in {engine.dir} "
+                          "(stopped at the end)")
+    with engine or contextlib.nullcontext(), SessionView(_console()) as view:
+        ses, took, _ = asyncio.run(run_demo(dest, view, base_url=base_url, model=model, key_env=api_key_env,
+                                            engine=engine))
     st = ses.state
     own, share = overhead(st, took)
     fixes = sum(1 for a in st.attempts for c in a.changes if not c.startswith("agent:"))

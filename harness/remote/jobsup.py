@@ -228,6 +228,9 @@ def main(argv: list[str]) -> int:
         return 2
     with open(argv[2]) as f:
         conf = json.load(f)
+    for name in conf.get("unset", []):  # stop and check see the scheduler as the run does (SLURM_CONF…)
+        os.environ.pop(name, None)
+    os.environ.update(conf.get("env", {}))
     if conf["kind"] == "slurm" and os.path.exists(conf["job_file"]):
         with open(conf["job_file"]) as f:
             conf["job"] = f.read().strip()

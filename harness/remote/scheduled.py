@@ -46,7 +46,7 @@ class _Scheduled(Launcher):
 
     async def _prepare(self, cmd: str, *, wd: str, rd: str, run_id: str, env: dict[str, str],
                        unset: list[str]) -> str:
-        conf = self._conf(cmd, wd=wd, rd=rd, run_id=run_id, env=env, unset=unset)
+        conf = self._conf(cmd, wd=wd, rd=rd, run_id=run_id, env=env, unset=unset) | {"env": env, "unset": unset}
         await self.t.write(f"{rd}/job.json", json.dumps(conf, indent=1).encode(), mode=0o600)
         await self.t.write(f"{rd}/jobsup.py", _supervisor(), mode=0o600)
         r = await self.t.run(self._sup("check", rd), timeout=self.timeout)

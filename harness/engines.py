@@ -1,9 +1,14 @@
-"""Real schedulers on this machine for tests: a Ray head with its Jobs API on loopback, and
-Slurm's slurmctld + slurmd (with munge) on a minimal single-node slurm.conf.
+"""Throwaway schedulers on this machine, for `harness demo --ray|--slurm` and the tests: a Ray
+head with its Jobs API on 127.0.0.1, and Slurm's munged + slurmctld + slurmd on a single-node
+slurm.conf of their own. Each takes free ports and a directory of its own under /tmp, so a Ray
+or Slurm the machine already runs is neither used nor disturbed:
 
-Everything an engine starts carries `HARNESS_TEST_ENGINE=<its dir>` in its environment (the
-daemons inherit it and so do the workers and jobs they start), so stop() kills exactly what the
-test started and nothing else of the machine's (no `ray stop --force`, which kills every Ray).
+    with LocalRay() as head:        head.address (the Jobs API), head.dir (its temp dir)
+    with LocalSlurm() as lab:       lab.conf (for SLURM_CONF), lab.scontrol(...)
+
+Everything an engine starts carries `HARNESS_ENGINE=<its dir>` in its environment (the daemons
+inherit it, and so do the workers and jobs they start), so stop() ends exactly what it started
+(never `ray stop --force`, which ends every Ray of the machine's user).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -21,10 +27,17 @@ import time
 import urllib.request
 from pathlib import Path
 
-from sshd import free_port
+from .errors import BadInput
 
-MARK = "HARNESS_TEST_ENGINE"
+MARK = "HARNESS_ENGINE"
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+START_TIMEOUT = 90.0  # seconds for a head or slurmd to come up on a loaded 2-core machine
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def ray_bin() -> str | None:
@@ -52,7 +65,7 @@ def kill_marked(tag: str, grace: float = 5.0) -> None:
             time.sleep(0.1)
 
 
-def wait_http(url: str, timeout: float = 90.0) -> dict:
+def wait_http(url: str, timeout: float = START_TIMEOUT) -> dict:
     deadline, last = time.monotonic() + timeout, None
     while time.monotonic() < deadline:
         try:
@@ -64,7 +77,24 @@ def wait_http(url: str, timeout: float = 90.0) -> dict:
     raise RuntimeError(f"{url} did not answer in {timeout:g}s: {last}")
 
 
-class RayHead:
+class _Engine:
+    dir = ""
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self):
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        kill_marked(self.dir)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class LocalRay(_Engine):
     """`ray start --head --block` on 127.0.0.1 with free ports and its own temp dir."""
 
     def __init__(self):
@@ -74,7 +104,9 @@ class RayHead:
         self.address = f"http://127.0.0.1:{self.dash}"
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> RayHead:
+    def start(self) -> LocalRay:
+        if ray_bin() is None:
+            raise BadInput("no `ray` on this machine: pip install 'harness[ray]' (ray[default])")
         env = {**os.environ, MARK: self.dir, "RAY_USAGE_STATS_ENABLED": "0"}
         for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
             env.pop(name, None)
@@ -86,14 +118,15 @@ class RayHead:
                     "object-manager-port", "node-manager-port", "ray-client-server-port",
                     "dashboard-agent-listen-port", "dashboard-agent-grpc-port", "runtime-env-agent-port",
                     "metrics-export-port")]]
-        self.proc = subprocess.Popen(argv, env=env, stdout=open(f"{self.dir}/start.log", "wb"),
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        with open(f"{self.dir}/start.log", "wb") as log:
+            self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             wait_http(f"{self.address}/api/version")
             wait_http(f"{self.address}/api/jobs/")
-        except RuntimeError:
+        except RuntimeError as e:
+            said = Path(f"{self.dir}/start.log").read_text(errors="replace").strip().splitlines()[-1:]
             self.stop()
-            raise
+            raise BadInput(f"the local Ray head did not come up: {e}; {' '.join(said)}") from None
         return self
 
     def jobs(self) -> list[dict]:
@@ -101,10 +134,9 @@ class RayHead:
             return json.loads(r.read())
 
     def stop(self) -> None:
-        kill_marked(self.dir)
+        super().stop()
         if self.proc:
             self.proc.wait(10)
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 SLURM_CONF = """\
@@ -146,7 +178,7 @@ def slurm_missing() -> str | None:
     return None
 
 
-class SlurmLab:
+class LocalSlurm(_Engine):
     """munged, slurmctld and slurmd (Debian's packages) on a single-node slurm.conf of their own:
     own ports, own munge socket and key, nothing of the machine's /etc used. Needs root."""
 
@@ -158,12 +190,13 @@ class SlurmLab:
     def _daemon(self, *argv: str) -> None:
         exe = shutil.which(argv[0]) or f"/usr/sbin/{argv[0]}"
         env = {**os.environ, MARK: self.dir, "SLURM_CONF": self.conf}
-        subprocess.Popen([exe, *argv[1:]], env=env, stdout=open(f"{self.dir}/{argv[0]}.out", "wb"),
-                         stderr=subprocess.STDOUT, start_new_session=True)
+        with open(f"{self.dir}/{argv[0]}.out", "wb") as log:
+            subprocess.Popen([exe, *argv[1:]], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
-    def start(self) -> SlurmLab:
-        import socket
-
+    def start(self) -> LocalSlurm:
+        missing = slurm_missing() or (os.geteuid() != 0 and "root")
+        if missing:
+            raise BadInput(f"a local Slurm needs {missing}: as root, apt-get install slurm-wlm munge")
         d = Path(self.dir)
         (d / "state").mkdir()
         (d / "spool").mkdir()
@@ -180,19 +213,15 @@ class SlurmLab:
             time.sleep(0.05)
         self._daemon("slurmctld", "-D", "-f", self.conf)
         self._daemon("slurmd", "-D", "-f", self.conf, "-N", socket.gethostname())
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if "idle" in self.scontrol("show", "node").stdout.lower():
                 return self
             time.sleep(0.3)
-        out = "".join(p.read_text()[-500:] for p in d.glob("*.out"))
+        said = " ".join(line for p in sorted(d.glob("*.out")) for line in p.read_text().splitlines()[-2:])
         self.stop()
-        raise RuntimeError(f"slurm did not come up in 60s: {out}")
+        raise BadInput(f"the local Slurm did not come up in {START_TIMEOUT:g}s: {said}")
 
     def scontrol(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=30,
                               env={**os.environ, "SLURM_CONF": self.conf})
-
-    def stop(self) -> None:
-        kill_marked(self.dir)
-        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,49 @@
+"""`harness demo --ray` and `harness demo --slurm` as a user runs them (real processes, a real
+throwaway Ray head or real Slurm daemons): every attempt is a job of that engine, the chain ends
+green, and nothing of the demo's is left running."""
+
+from __future__ import annotations
+
+import glob
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.engines import MARK, ray_bin, slurm_missing
+from test_sessions import harness
+
+
+def marked_processes(*marks: str) -> list[str]:
+    """Live processes whose environment carries one of `marks` (NAME=value)."""
+    want, found = {m.encode() for m in marks}, []
+    for environ in glob.glob("/proc/[0-9]*/environ"):
+        try:
+            if want & set(Path(environ).read_bytes().split(b"\0")):
+                found.append(environ.split("/")[2])
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("flag,kind,missing", [
+    ("--ray", "ray", lambda: ray_bin() is None and "ray"),
+    ("--slurm", "slurm", slurm_missing),
+])
+def test_demo_on_an_engine_ends_green_each_attempt_a_job_and_leaves_nothing_running(flag, kind, missing,
+                                                                                    tmp_path_factory):
+    if missing():
+        pytest.skip(f"{missing()} is not installed (bash scripts/test.sh installs it)")
+    home = tmp_path_factory.mktemp("home")
+    r = harness("demo", flag, home=home, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert re.search(r"chain passed: 11 attempts in \d+ s; 4 declared fix\(es\)", r.stdout), r.stdout[-2000:]
+    engine_dir = re.search(r"throwaway local .* in (\S+)", r.stdout).group(1)
+    assert not Path(engine_dir).exists()
+    runs = sorted(Path(re.search(r"workdir: (\S+)", r.stdout).group(1)).glob(".harness/runs/*"))
+    assert len(runs) == 11
+    for rd in runs:
+        assert json.loads((rd / "job.json").read_text())["kind"] == kind
+        assert (rd / "run.log").read_text().splitlines()[-1].startswith(f"harness: {kind} job {rd.name} ")
+    assert not marked_processes(f"{MARK}={engine_dir}", *(f"HARNESS_RUN_ID={rd.name}" for rd in runs))
