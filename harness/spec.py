@@ -115,7 +115,7 @@ class SlurmJob(_Model):
     options: list[str] = Field(default_factory=list, examples=[["--nodes=2", "--gres=gpu:8", "--time=8:00:00"]],
                                description="sbatch options")
     script: str | None = Field(None, examples=["run.sbatch"], description="a batch script of yours, relative to "
-                               "workdir, submitted as it is; none: the harness writes one that runs `command`")
+                               "workdir, submitted as it is instead of the one the harness writes around `command`")
     stop_wait: Duration = Field(60, description="seconds to wait for the job to leave the queue after scancel "
                                 "(more than slurm.conf's KillWait, 30 s by default)")
     python: str = Field("python3", description="the host's Python (3.8+, standard library only) that runs the "

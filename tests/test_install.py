@@ -35,22 +35,42 @@ def dist(tmp_path_factory) -> Path:
     return base / "dist"
 
 
-@pytest.mark.parametrize("kind", ["whl", "tar.gz"])
-def test_demo_from_a_fresh_venv_outside_the_checkout(dist, tmp_path, kind):
-    (artifact,) = dist.glob(f"harness-*.{kind}")
-    venv.create(tmp_path / "venv", with_pip=True)
-    py = tmp_path / "venv" / "bin" / "python"
+KINDS = ("whl", "tar.gz")
+
+
+def _all(cmds: dict, timeout: float, **kw) -> dict:
+    """Run the commands at once (each mostly waits: on pip's downloads, on the demo's runs)."""
+    procs = {k: subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw.get(k, {}))
+             for k, c in cmds.items()}
+    return {k: (p.communicate(timeout=timeout), p.returncode) for k, p in procs.items()}
+
+
+@pytest.fixture(scope="module")
+def installed(dist, tmp_path_factory) -> dict:
+    """Each artifact pip-installed into a fresh venv, then `harness demo` run from elsewhere:
+    {kind: (base dir, pip (out, err, rc), demo (out, err, rc))}."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(artifact)],
-                       capture_output=True, text=True, timeout=900, env=env)
-    assert r.returncode == 0, r.stderr[-2000:]
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    demo = subprocess.run([str(tmp_path / "venv" / "bin" / "harness"), "demo"], cwd=elsewhere, capture_output=True,
-                          text=True, timeout=600, env=env | {"HARNESS_HOME": str(tmp_path / "home"),
-                                                             "HARNESS_CACHE": str(tmp_path / "cache")})
-    assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-2000:]
-    assert "chain passed" in demo.stdout
-    where = subprocess.run([str(py), "-c", "import harness.demo as d; print(d.TARGET)"], capture_output=True,
-                           text=True, cwd=elsewhere, env=env).stdout.strip()
-    assert where.startswith(str(tmp_path / "venv")), where  # the installed copy, not the checkout's
+    base = {kind: tmp_path_factory.mktemp(kind.replace(".", "")) for kind in KINDS}
+    for kind, b in base.items():
+        venv.create(b / "venv", with_pip=True)
+        (b / "elsewhere").mkdir()
+    pip = _all({kind: [str(b / "venv/bin/python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                       str(next(dist.glob(f"harness-*.{kind}")))] for kind, b in base.items()},
+               900, **{kind: {"env": env} for kind in KINDS})
+    demo = _all({kind: [str(b / "venv/bin/harness"), "demo"] for kind, b in base.items() if pip[kind][1] == 0}, 600,
+                **{kind: {"cwd": b / "elsewhere", "env": env | {"HARNESS_HOME": str(b / "home"),
+                                                                 "HARNESS_CACHE": str(b / "cache")}}
+                   for kind, b in base.items()})
+    return {kind: (b, env, pip[kind], demo.get(kind)) for kind, b in base.items()}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_demo_from_a_fresh_venv_outside_the_checkout(installed, kind):
+    base, env, ((_, pip_err), pip_rc), demo = installed[kind]
+    assert pip_rc == 0, pip_err[-2000:]
+    (out, err), rc = demo
+    assert rc == 0, out[-3000:] + err[-2000:]
+    assert "chain passed" in out
+    where = subprocess.run([str(base / "venv/bin/python"), "-c", "import harness.demo as d; print(d.TARGET)"],
+                           capture_output=True, text=True, cwd=base / "elsewhere", env=env).stdout.strip()
+    assert where.startswith(str(base / "venv")), where  # the installed copy, not the checkout's

@@ -214,3 +214,48 @@ def test_slurm_down_is_one_line_before_anything_runs(tmp_path, monkeypatch):
         return str(e.value)
     msg = local(body)
     assert "\n" not in msg and "scontrol ping" in msg and not (tmp_path / "ran").exists()
+
+
+# --- evidence from where it is ----------------------------------------------------------
+
+DIES_HARD = """\
+import os, sys, ray
+ray.init(log_to_driver=False)  # as on a node whose log stream is lost: the worker's words stay in its files
+@ray.remote
+class Rollout:
+    def generate(self):
+        print("Traceback (most recent call last):", file=sys.stderr)
+        print('  File "rollout.py", line 7, in generate', file=sys.stderr)
+        print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+              "capacity of 79.15 GiB of which 1.02 GiB is free.", file=sys.stderr, flush=True)
+        os._exit(1)
+print("engine started", flush=True)
+ray.get(Rollout.remote().generate.remote())
+"""
+
+
+def test_a_workers_own_error_in_its_ray_log_file_is_the_root_cause_not_the_drivers_actor_died(
+        ray_head, tmp_path):
+    from harness.session.journal import Journal
+    from test_sessions import harness
+
+    work, home = tmp_path / "w", tmp_path / "home"
+    work.mkdir()
+    (work / "job.py").write_text(DIES_HARD)
+    (tmp_path / "h.yaml").write_text(
+        f"host: localhost\ntransport: local\nworkdir: {work}\n"
+        f"launch: {{command: {PY} job.py, via: ray-job, settle: 3,\n"
+        f"         ray: {{address: '{ray_head.address}', temp_dir: {ray_head.dir}}}}}\n"
+        "budgets: {relaunches: 0}\n")
+    r = harness("run", str(tmp_path / "h.yaml"), "--offline", home=home, timeout=300)
+    session = next((home / "sessions").iterdir())
+    verdict = next(e for e in Journal.read(session / "journal.jsonl") if e["type"] == "verdict")
+    assert verdict["root"]["category"] == "oom", (r.stdout[-2000:], verdict)
+    assert "CUDA out of memory" in verdict["root"]["text"]
+    files = (session / "attempts" / "01.postmortem.txt").read_text()
+    assert "@@harness-file worker-" in files and "CUDA out of memory" in files
+    # the driver's own log shows only the wrapper: without the worker's file, no OOM
+    run_log = next(work.glob(".harness/runs/*/run.log"))
+    assert "ActorDiedError" in run_log.read_text() and "CUDA out of memory" not in run_log.read_text()
+    alone = harness("analyze", str(run_log), "--json", home=home)
+    assert '"category": "oom"' not in alone.stdout

@@ -26,6 +26,7 @@ from ..chain import STAGES
 from ..errors import HarnessError, HostUnreachable, one_line
 from ..playbook import load_playbook
 from ..remote.launch import RunActive, RunHandle
+from ..remote.postmortem import HEAD as POSTMORTEM_HEAD
 from ..remote.scheduled import launcher_for
 from ..remote.once import Ops
 from ..remote.reconnect import Reconnecting
@@ -239,6 +240,10 @@ class Session:
             self.emit("evidence", attempt=n, text=w.evidence.split("\n\n", 1)[0][:4000])
             self.note(f"the run hung; {procs[0].strip()[:240] if procs else 'no process of it was left'} "
                       f"(all of it in attempts/{n:02d}.evidence.txt)")
+        if w.postmortem:  # the failed run's files on the host, as they were before the relaunch
+            (self.dir / "attempts" / f"{n:02d}.postmortem.txt").write_text(w.postmortem, encoding="utf-8")
+            self.note(f"read {w.postmortem.count(POSTMORTEM_HEAD)} file(s) of the run's workers on the host "
+                      f"(attempts/{n:02d}.postmortem.txt)")
         (self.dir / "attempts" / f"{n:02d}.digest.txt").write_text(digest, encoding="utf-8")
         return ev
 

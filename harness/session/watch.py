@@ -16,6 +16,7 @@ from ..analyze.verdict import SILENCE, silence, under_way
 from ..chain import STAGES
 from ..remote.follow import Cursor, poll
 from ..remote.launch import RunHandle
+from ..remote.postmortem import gather, sections
 
 TICK = 0.25  # seconds between looks at the log
 STATUS_EVERY = 1.0  # seconds between looks at whether the run is alive
@@ -31,6 +32,7 @@ class Watch:
     reason: str  # passed | failed | exited | hung | budget:<which>
     exit_code: int | None = None
     evidence: str = ""  # for a hang: where the run's processes wait (remote/evidence.py)
+    postmortem: str = ""  # a failed run's files on the host (remote/postmortem.py), fed to the analyzer
 
 
 class Logs:
@@ -58,6 +60,17 @@ class Logs:
                     cur.offset += len(rest)
                     self._feed(rest + b"\n", prefix)
         return got
+
+    async def postmortem(self, handle: RunHandle) -> str:
+        """Feed the failed run's evidence on the host (Ray's worker and raylet logs, the OOM
+        killer, CANN plogs; remote/postmortem.py) as logs of their own, before the verdict: a
+        worker's own error is a cause where the driver printed only that the actor died."""
+        self.ses.activity("the run failed: reading its workers' logs on the host")
+        text = await gather(self.ses.transport, ray_temp=self.ses.spec.launch.ray.temp_dir, since=handle.started,
+                            workdir=handle.workdir, run_id=handle.run_id)
+        for label, data in sections(text):
+            self._feed(data if data.endswith(b"\n") else data + b"\n", f"(log:{label}) ".encode())
+        return text
 
     def _feed(self, data: bytes, prefix: bytes) -> None:
         if prefix:
@@ -98,16 +111,21 @@ async def watch(ses, handle: RunHandle, an: Analyzer, on_stage, on_data) -> Watc
         if v["root_cause"] is not None and v["root_cause"]["signature"] != SILENCE:  # silence: ask the CPU first
             first_error = first_error or now
             if now - first_error >= spec.launch.settle:
-                return Watch(v, "failed", evidence=await _evidence(ses, handle) if v["outcome"] == "hang" else "")
+                evidence = await _evidence(ses, handle) if v["outcome"] == "hang" else ""
+                found = await logs.postmortem(handle)
+                return Watch(an.verdict(now) if found else v, "failed", evidence=evidence, postmortem=found)
         if now - last_status >= STATUS_EVERY or first_error:
             last_status = now
             status = await ses.launcher.poll(handle)
             if not status.alive:  # read what is left (the final partial lines too) and decide
                 await logs.read(final=True)
+                v, found = an.verdict(None), ""
+                if not (v["outcome"] == "pass" and an.healthy_updates >= spec.passing.actor_updates):
+                    found = await logs.postmortem(handle)
                 logs.finish()
                 v = an.verdict(None)
                 passed = v["outcome"] == "pass" and an.healthy_updates >= spec.passing.actor_updates
-                return Watch(v, "passed" if passed else "exited", status.exit_code)
+                return Watch(v, "passed" if passed else "exited", status.exit_code, postmortem=found)
         over = ses.budget_while_running(now, started)
         if over:
             return Watch(v, f"budget:{over}")
@@ -117,8 +135,11 @@ async def watch(ses, handle: RunHandle, an: Analyzer, on_stage, on_data) -> Watc
             quiet_checked = now
             cpu = await ses.launcher.cpu_activity(handle)
             if cpu["cpu_seconds"] < BUSY_CPU * cpu["interval"]:
-                v = an.verdict(now) if v["outcome"] == "hang" else _hung(an, now, spec.launch.stall)
-                return Watch(v, "hung", evidence=await _evidence(ses, handle))
+                evidence, found = await _evidence(ses, handle), await logs.postmortem(handle)
+                v = an.verdict(now)  # a worker's own error, found in its files, is the hang's cause
+                if not (v["outcome"] == "hang" or found and v["root_cause"]):
+                    v = _hung(an, now, spec.launch.stall)
+                return Watch(v, "hung", evidence=evidence, postmortem=found)
             ses.note(f"the run printed nothing for {silent:.0f}s but its {cpu['processes']} processes use CPU: "
                      "still working (compiling?), waiting on")
         await ses.sleep(TICK)
