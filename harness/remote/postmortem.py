@@ -49,7 +49,8 @@ if [ -d "$L" ]; then
     [ -n "$out" ] && { echo "$HEAD${f##*/}"; echo "$out"; }
   done
 fi
-out=$(dmesg | grep -E -i "$OOM" | tail -n 20)
+after=$(date -d "@$SINCE" +%Y-%m-%dT%H:%M:%S)  # the kernel's ring holds days: only what came since
+out=$(dmesg --time-format iso | awk -v a="$after" 'substr($1, 1, 19) >= a' | grep -E -i "$OOM" | tail -n 20)
 [ -n "$out" ] && { echo "$HEAD""dmesg"; echo "$out"; }
 n=0
 for f in $(fresh "$WD/logs/ascend/$ID" "$HOME/ascend/log/debug/plog" -name 'plog-*.log'); do
