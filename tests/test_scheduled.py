@@ -254,8 +254,27 @@ def test_a_workers_own_error_in_its_ray_log_file_is_the_root_cause_not_the_drive
     assert "CUDA out of memory" in verdict["root"]["text"]
     files = (session / "attempts" / "01.postmortem.txt").read_text()
     assert "@@harness-file worker-" in files and "CUDA out of memory" in files
+    assert re.search(r"@@harness-file ray-actors\nactor Rollout pid=\d+ node=\S+ died: The actor is dead because "
+                     r"its worker process has died\. Worker exit type: SYSTEM_ERROR", files), files
     # the driver's own log shows only the wrapper: without the worker's file, no OOM
     run_log = next(work.glob(".harness/runs/*/run.log"))
     assert "ActorDiedError" in run_log.read_text() and "CUDA out of memory" not in run_log.read_text()
     alone = harness("analyze", str(run_log), "--json", home=home)
     assert '"category": "oom"' not in alone.stdout
+
+
+def test_doctor_says_whether_the_scheduler_answers(ray_head, slurm_lab, tmp_path):
+    from test_sessions import harness
+
+    def doctor(launch: str) -> tuple[int, list[str]]:
+        (tmp_path / "h.yaml").write_text(f"host: localhost\ntransport: local\nworkdir: {tmp_path}\n"
+                                         f"launch: {{command: 'true', {launch}}}\n")
+        r = harness("doctor", str(tmp_path / "h.yaml"), home=tmp_path / "home")
+        return r.returncode, [ln for ln in r.stdout.splitlines() if "scheduler" in ln]
+    rc, lines = doctor(f"via: ray-job, ray: {{address: '{ray_head.address}'}}")
+    assert lines and "✓" in lines[0] and f"the Ray Jobs API at {ray_head.address} answers" in lines[0]
+    rc, lines = doctor(f"via: slurm, env: {{SLURM_CONF: {slurm_lab.conf}}}")
+    assert lines and "✓" in lines[0] and "slurmctld (scontrol ping) answers" in lines[0]
+    rc, lines = doctor(f"via: ray-job, ray: {{address: 'http://127.0.0.1:{free_port()}'}}")
+    assert rc == 1 and "✗" in lines[0] and "did not answer" in lines[0], lines
+    assert not list(Path("/tmp").glob("tmp*/jobsup.py"))  # its scratch dir is gone

@@ -57,6 +57,10 @@ async def doctor(spec) -> list[Check]:
         info = await host_info(t, spec)
         checks += await preflight(t, spec.preflight, info)
         checks += [Check(*c) for c in summary(info)]
+        from .scheduled import doctor_check
+
+        if line := await doctor_check(spec.launch, t, spec.workdir):
+            checks.append(Check(*line))
         for path in script_paths(spec.launch.command):
             path = expand(path, spec.launch.env)
             r = await t.run(f"cd {w} && test -f {shlex.quote(path)}", timeout=20)

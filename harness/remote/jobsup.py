@@ -7,6 +7,7 @@ re-attaching, the marker sweep — holds for scheduled runs too:
     python3 jobsup.py run   job.json    submit, mirror the job's output to stdout, exit with its code
     python3 jobsup.py stop  job.json    ask the scheduler to stop the job and wait until it has
     python3 jobsup.py check job.json    can the scheduler be reached? (one line on stderr if not)
+    python3 jobsup.py deaths job.json   a Ray job's dead actors and their death causes
 
 The verdict comes from the scheduler's state (Ray: PENDING/RUNNING/STOPPED/SUCCEEDED/FAILED;
 Slurm: `scontrol show job`'s JobState and ExitCode), never from the log stream: `ray job logs`
@@ -96,6 +97,26 @@ class Ray:
 
     def stop(self) -> None:
         self._call("POST", f"/api/jobs/{self.id}/stop")
+
+    def deaths(self) -> str:
+        """The job's dead actors and why they died, from the state API (`ray list actors
+        --detail`): Ray forgets them once the cluster moves on, so this is read before a relaunch."""
+        code, info = self._call("GET", f"/api/jobs/{self.id}")
+        job = info.get("job_id") if code == 200 else None
+        if not job:
+            return ""
+        code, answer = self._call("GET", "/api/v0/actors?detail=1&limit=1000&filter_keys=job_id"
+                                  f"&filter_predicates=%3D&filter_values={job}")
+        rows = (((answer.get("data") or {}).get("result") or {}).get("result") or []) if code == 200 else []
+        out = []
+        for a in rows:
+            if a.get("state") != "DEAD":
+                continue
+            ctx = (a.get("death_cause") or {}).get("actor_died_error_context") or {}
+            why = " ".join((ctx.get("error_message") or ctx.get("reason") or "no cause recorded").split())
+            out.append(f"actor {a.get('class_name')} pid={a.get('pid')} node={ctx.get('node_ip_address', '?')} "
+                       f"died: {why[:600]}")
+        return "\n".join(out)
 
     def output(self) -> bytes:
         """What the driver printed since the last call: its log file on this node when it is here
@@ -223,8 +244,8 @@ def stop(job, stop_wait: float) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3 or argv[1] not in ("run", "stop", "check"):
-        sys.stderr.write("usage: jobsup.py run|stop|check JOB.json\n")
+    if len(argv) != 3 or argv[1] not in ("run", "stop", "check", "deaths"):
+        sys.stderr.write("usage: jobsup.py run|stop|check|deaths JOB.json\n")
         return 2
     with open(argv[2]) as f:
         conf = json.load(f)
@@ -238,6 +259,9 @@ def main(argv: list[str]) -> int:
     try:
         if argv[1] == "check":
             job.check()
+            return 0
+        if argv[1] == "deaths":
+            print(job.deaths() if isinstance(job, Ray) else "")
             return 0
         return (run if argv[1] == "run" else stop)(job, float(conf.get("stop_wait", 60)))
     except Unreachable as e:

@@ -164,6 +164,7 @@ class RunLauncher(Protocol):
 
         return await hang_evidence(self.t, handle.pgid, handle.run_id)
 
+    async def postmortem(self, handle: RunHandle) -> str: ...
     async def cpu_activity(self, handle: RunHandle, interval: float = 1.0) -> dict: ...
 
 
@@ -289,6 +290,11 @@ class Launcher:
         from .evidence import hang_evidence
 
         return await hang_evidence(self.t, handle.pgid, handle.run_id)
+
+    async def postmortem(self, handle: RunHandle) -> str:
+        """What the engine itself knows of a failed run, as remote/postmortem.py sections: nothing
+        here; a Ray job's dead actors (scheduled.py)."""
+        return ""
 
     async def cpu_activity(self, handle: RunHandle, interval: float = 1.0) -> dict:
         """CPU seconds the run's processes used over `interval` s, and how many there are:

@@ -23,6 +23,7 @@ from importlib import resources
 from typing import Sequence
 
 from .launch import Launcher, LaunchFailed, RunHandle
+from .postmortem import HEAD as POSTMORTEM_HEAD
 from .procs import MARKER, StopReport
 
 
@@ -46,14 +47,20 @@ class _Scheduled(Launcher):
 
     async def _prepare(self, cmd: str, *, wd: str, rd: str, run_id: str, env: dict[str, str],
                        unset: list[str]) -> str:
+        said = await self.check(cmd, wd=wd, rd=rd, run_id=run_id, env=env, unset=unset)
+        if said:
+            raise LaunchFailed(f"run {run_id} was not submitted: {said}")
+        return "exec " + self._sup("run", rd)
+
+    async def check(self, cmd: str, *, wd: str, rd: str, run_id: str, env: dict[str, str],
+                    unset: list[str]) -> str:
+        """Write the job's supervisor and conf into `rd` and ask whether the scheduler answers:
+        "" when it does, else its one-line reason."""
         conf = self._conf(cmd, wd=wd, rd=rd, run_id=run_id, env=env, unset=unset) | {"env": env, "unset": unset}
         await self.t.write(f"{rd}/job.json", json.dumps(conf, indent=1).encode(), mode=0o600)
         await self.t.write(f"{rd}/jobsup.py", _supervisor(), mode=0o600)
         r = await self.t.run(self._sup("check", rd), timeout=self.timeout)
-        if not r.ok:
-            said = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1].removeprefix("harness: ")
-            raise LaunchFailed(f"run {run_id} was not submitted: {said}")
-        return "exec " + self._sup("run", rd)
+        return "" if r.ok else (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1].removeprefix("harness: ")
 
     async def stop(self, handle: RunHandle, grace: float = 10, cleanup: Sequence[str] = ()) -> StopReport:
         """The scheduler's stop first (waited for, so the job's own teardown runs), then the process
@@ -67,6 +74,11 @@ class _Scheduled(Launcher):
 
 class RayJobLauncher(_Scheduled):
     kind = "ray"
+
+    async def postmortem(self, handle: RunHandle) -> str:
+        """The job's dead actors and their death causes, as a post-mortem section."""
+        r = await self.t.run(self._sup("deaths", handle.run_dir), timeout=self.timeout)
+        return f"{POSTMORTEM_HEAD}ray-actors\n{r.stdout}" if r.ok and r.stdout.strip() else ""
 
     def _conf(self, cmd, *, wd, rd, run_id, env, unset):
         q, j = shlex.quote, self.job
@@ -105,3 +117,22 @@ def launcher_for(launch, transport, **kw) -> Launcher:
     if launch.via == "slurm":
         return SlurmLauncher(transport, launch.slurm, **kw)
     return Launcher(transport, **kw)
+
+
+async def doctor_check(launch, transport, workdir: str) -> tuple[str, bool, str] | None:
+    """`harness doctor`'s line for the scheduler `launch.via` names (None for a plain process):
+    the same check a launch makes, from a scratch dir on the host."""
+    lau = launcher_for(launch, transport)
+    if not isinstance(lau, _Scheduled):
+        return None
+    r = await transport.run("mktemp -d", timeout=20)
+    if not r.ok:
+        return "scheduler", False, f"could not make a scratch dir on the host: {r.tail(1)}"
+    rd = r.stdout.strip()
+    try:
+        said = await lau.check(launch.command, wd=workdir, rd=rd, run_id="doctor", env=dict(launch.env),
+                               unset=list(launch.unset))
+    finally:
+        await transport.run(f"rm -rf {shlex.quote(rd)}", timeout=20)
+    what = f"the Ray Jobs API at {launch.ray.address}" if lau.kind == "ray" else "slurmctld (scontrol ping)"
+    return "scheduler", not said, said or f"{what} answers"

@@ -68,6 +68,8 @@ class Logs:
         self.ses.activity("the run failed: reading its workers' logs on the host")
         text = await gather(self.ses.transport, ray_temp=self.ses.spec.launch.ray.temp_dir, since=handle.started,
                             workdir=handle.workdir, run_id=handle.run_id)
+        if engine := await self.ses.launcher.postmortem(handle):  # e.g. a Ray job's dead actors
+            text = f"{text.rstrip()}\n{engine}" if text.strip() else engine
         for label, data in sections(text):
             self._feed(data if data.endswith(b"\n") else data + b"\n", f"(log:{label}) ".encode())
         return text
