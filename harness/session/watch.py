@@ -70,8 +70,11 @@ class Logs:
                             workdir=handle.workdir, run_id=handle.run_id)
         if engine := await self.ses.launcher.postmortem(handle):  # e.g. a Ray job's dead actors
             text = f"{text.rstrip()}\n{engine}" if text.strip() else engine
-        for label, data in sections(text):
+        found = sections(text)
+        for label, data in found:
             self._feed(data if data.endswith(b"\n") else data + b"\n", f"(log:{label}) ".encode())
+        if found:  # each file is whole: its last error block is complete
+            self.stages(self.an.quiet())
         return text
 
     def _feed(self, data: bytes, prefix: bytes) -> None:
