@@ -10,6 +10,7 @@ One JSON object per line: `n` (1, 2, …), `k` (the kind) and its fields —
     start      one per controller process: format, offline, model, journal_seq (events before it),
                process (the token naming its op directories and claims on the host)
     connect    a reconnection after a dropped connection (its error, if it failed)
+    (run, read, write, stat and connect of a worker node of `nodes:` carry `node`, its label)
     run        cmd (or same_cmd: the entry with the same command), cwd, env, timeout,
                result{returncode, stdout, stderr, timed_out; command when it is not cmd}
     read       path, offset, size, data (base64)          write  path, mode, data (base64)
@@ -97,42 +98,44 @@ async def _recorded(rec: Recorder, kind: str, call: dict, coro, answer=lambda r:
 
 
 class RecordingTransport:
-    """A Transport that records every call it passes to `inner`."""
+    """A Transport that records every call it passes to `inner`; a worker node's calls carry
+    `node` (its label), the head's none."""
 
-    def __init__(self, inner, recorder: Recorder):
-        self.inner, self.rec = inner, recorder
+    def __init__(self, inner, recorder: Recorder, node: str | None = None):
+        self.inner, self.rec, self.node = inner, recorder, node
         self.name = inner.name
+        self.tag = {"node": node} if node else {}
 
     async def run(self, cmd: str, *, timeout: float | None = None, check: bool = False,
                   env: dict[str, str] | None = None, cwd: str | None = None) -> CommandResult:
         def answer(r: CommandResult) -> dict:
             return {"result": {k: v for k, v in dataclasses.asdict(r).items() if not (k == "command" and v == cmd)}}
-        r = await _recorded(self.rec, "run", {"cmd": cmd, "cwd": cwd, "env": env, "timeout": timeout},
+        r = await _recorded(self.rec, "run", {**self.tag, "cmd": cmd, "cwd": cwd, "env": env, "timeout": timeout},
                             self.inner.run(cmd, timeout=timeout, check=False, env=env, cwd=cwd), answer)
         return checked(r, check)
 
     async def read(self, path: str, offset: int = 0, size: int | None = None) -> bytes:
-        return await _recorded(self.rec, "read", {"path": path, "offset": offset, "size": size},
+        return await _recorded(self.rec, "read", {**self.tag, "path": path, "offset": offset, "size": size},
                                self.inner.read(path, offset, size), lambda data: {"data": _b64(data)})
 
     async def write(self, path: str, data: bytes, mode: int | None = None) -> None:
-        await _recorded(self.rec, "write", {"path": path, "mode": mode, "data": _b64(data)},
+        await _recorded(self.rec, "write", {**self.tag, "path": path, "mode": mode, "data": _b64(data)},
                         self.inner.write(path, data, mode))
 
     async def stat(self, path: str) -> FileStat | None:
-        return await _recorded(self.rec, "stat", {"path": path}, self.inner.stat(path),
+        return await _recorded(self.rec, "stat", {**self.tag, "path": path}, self.inner.stat(path),
                                lambda st: {"stat": dataclasses.asdict(st) if st else None})
 
     async def close(self) -> None:
         await self.inner.close()
 
 
-def recording_opener(connect, recorder: Recorder):
+def recording_opener(connect, recorder: Recorder, node: str | None = None):
     """`reopen()` for the reconnecting layer: `connect()` again, recorded as a `connect` entry,
     and the new connection recorded like the first."""
     async def reopen():
-        inner = await _recorded(recorder, "connect", {}, connect())
-        return RecordingTransport(inner, recorder)
+        inner = await _recorded(recorder, "connect", {"node": node} if node else {}, connect())
+        return RecordingTransport(inner, recorder, node)
     return reopen
 
 

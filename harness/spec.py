@@ -239,6 +239,36 @@ class Connection(_Model):
                                 "must not drop it during a silent compilation); 3 unanswered: the link is dead")
     grace: Duration = Field(1800, description="how long the host may stay unreachable before the session ends "
                             "as `unreachable` (the run on the host is left as it is)")
+    node_grace: Duration = Field(60, description="how long a worker node of `nodes:` may stay unreachable before "
+                                 "the attempt fails as an infrastructure failure naming it (while a node is out "
+                                 "of reach its logs wait, so this is kept short)")
+
+
+class Node(_Model):
+    host: str = Field(..., min_length=1, description="an ~/.ssh/config alias or a host name")
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9][\w.-]*$", examples=["w1"],
+                             description="the node's label in merged logs and verdicts; none: its host")
+    role: Literal["worker"] = Field("worker", description="worker: it joins the cluster the head (`host`) runs "
+                                    "(the launch is always on the head)")
+    user: str | None = Field(None, description="login user; none: the ssh config's, else yours")
+    port: int | None = Field(None, ge=1, le=65535, description="SSH port; none: the ssh config's, else 22")
+    key: str | None = Field(None, description="private key file; none: the ssh config's")
+    workdir: str | None = Field(None, description="absolute path of the code on this node; none: the head's")
+    logs: list[str] = Field(default_factory=list, examples=[["logs/worker.log"]],
+                            description="logs on this node to follow, relative to its workdir")
+    ray_temp_dir: str | None = Field(None, description="this node's Ray temp dir, where the post-mortem reads "
+                                     "its workers' and raylet's logs; none: launch.ray.temp_dir")
+
+    @property
+    def label(self) -> str:
+        return self.name or self.host
+
+    @field_validator("workdir")
+    @classmethod
+    def _absolute(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("/"):
+            raise ValueError(f"workdir must be an absolute path on the node, got {v!r}")
+        return v if v is None else (v.rstrip("/") or "/")
 
 
 class RunSpec(_Model):
@@ -256,8 +286,15 @@ class RunSpec(_Model):
     connection: Connection = Field(default_factory=Connection, description="keeping the link to the host")
     workdir: str = Field(..., min_length=1, description="absolute path of the code on the host")
     launch: Launch = Field(..., description="how the run starts")
+    nodes: list[Node] = Field(default_factory=list, examples=[[{"host": "gpu2", "name": "w1", "logs": ["logs/w1.log"]}]],
+                              description="the worker nodes of a multi-node run, each reached like `host` (the "
+                              "head, where the run is launched) with its own host, name, user, port, key, workdir, "
+                              "logs and ray_temp_dir (README: \"Many nodes\"); cleanup, logs, post-mortem and "
+                              "doctor's checks run on each; a node lost mid-run is an infrastructure failure that "
+                              "names it")
     cleanup: list[str] = Field(default_factory=list, examples=[["ray stop --force"]],
-                               description="commands run after a stop, e.g. `ray stop --force`")
+                               description="commands run after a stop, e.g. `ray stop --force` (on the head, then "
+                               "on each node of `nodes:`)")
     preflight: Preflight = Field(default_factory=Preflight, description="probes before a launch (also in doctor)")
     playbooks: list[PlaybookRef] = Field(default_factory=list, examples=[["verl"]],
                                       description="shipped playbook names or YAML files (relative to this file); "
@@ -288,8 +325,20 @@ class RunSpec(_Model):
                 raise ValueError(f"not an apprise URL (scheme://…) nor $NAME of a variable: {url!r}")
         return v
 
-    def host_spec(self) -> HostSpec:
-        return HostSpec(host=self.host, user=self.user, port=self.port, key=self.key, transport=self.transport,
+    @field_validator("nodes")
+    @classmethod
+    def _labels(cls, v: list[Node], info: ValidationInfo) -> list[Node]:
+        seen = {info.data.get("host")}
+        for node in v:
+            if node.label in seen:
+                raise ValueError(f"two nodes are called {node.label!r}: give each a distinct `name`")
+            seen.add(node.label)
+        return v
+
+    def host_spec(self, node: Node | None = None) -> HostSpec:
+        """How to reach the head, or `node` (its own host, user, port and key; the rest is the head's)."""
+        src = node or self
+        return HostSpec(host=src.host, user=src.user, port=src.port, key=src.key, transport=self.transport,
                         ssh_config=self.ssh_config, known_hosts=self.known_hosts,
                         keepalive=self.connection.keepalive)
 

@@ -12,7 +12,7 @@ import os
 import shlex
 import textwrap
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -38,6 +38,9 @@ def flow(value: Any) -> str:
 
 
 def _section(f) -> type[BaseModel] | None:
+    """The model of a nested section (a list of models, such as `nodes`, is a value with an example)."""
+    if get_origin(f.annotation) is list:
+        return None
     return next((a for a in (f.annotation, *get_args(f.annotation))
                  if isinstance(a, type) and issubclass(a, BaseModel)), None)
 

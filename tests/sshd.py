@@ -117,10 +117,9 @@ class Sshd:
                 todo += children.get(pid, [])
         return out
 
-    def restart(self, down: float = 0.0) -> int:
+    def kill(self) -> int:
         """Kill the listener and all its session processes at once (SIGKILL: no goodbye on any
-        connection), stay down `down` seconds, start again on the same port with the same host
-        key; returns how many sshd processes were killed."""
+        connection); returns how many sshd processes were killed."""
         pids = self.sshd_processes()
         for pid in pids:
             try:
@@ -128,9 +127,15 @@ class Sshd:
             except ProcessLookupError:
                 pass
         self.proc.wait(5)
+        return len(pids)
+
+    def restart(self, down: float = 0.0) -> int:
+        """`kill`, stay down `down` seconds, start again on the same port with the same host key;
+        returns how many sshd processes were killed."""
+        n = self.kill()
         time.sleep(down)
         self.start(self.client_pub, self.client_key)
-        return len(pids)
+        return n
 
 
 @dataclass

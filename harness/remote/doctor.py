@@ -68,4 +68,28 @@ async def doctor(spec) -> list[Check]:
                                 f"{path} (from `launch.command`) not found in {spec.workdir}"))
     finally:
         await t.close()
+    for node in spec.nodes:
+        checks += await _node(spec, node)
     return checks
+
+
+async def _node(spec, node) -> list[Check]:
+    """A worker node: it answers over SSH, its workdir is there, its ports are free and its
+    accelerators have the memory the spec asks for."""
+    from .hostinfo import host_info
+    from .preflight import preflight
+
+    name, wd = f"node {node.label}", node.workdir or spec.workdir
+    try:
+        t = await connect(spec.host_spec(node))
+    except TransportError as e:
+        return [Check(name, False, str(e))]
+    try:
+        r = await t.run(f"test -d {shlex.quote(wd)}", timeout=20)
+        checks = [Check(name, r.ok, f"connected to {node.host} over {t.name}; {wd} is there" if r.ok else
+                        f"{wd} does not exist on {node.host}; create it or set the node's `workdir:`")]
+        info = await host_info(t, spec) if spec.preflight.device_memory_gb is not None else None
+        checks += [Check(f"{name} {c.name}", c.ok, c.detail) for c in await preflight(t, spec.preflight, info)]
+        return checks
+    finally:
+        await t.close()

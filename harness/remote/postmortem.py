@@ -84,3 +84,9 @@ def sections(text: str) -> list[tuple[str, bytes]]:
         elif out:
             out[-1][1].append(line)
     return [(label, "".join(lines).encode()) for label, lines in out if "".join(lines).strip()]
+
+
+def relabel(text: str, node: str) -> str:
+    """`gather`'s output from a worker node, each file's label led by the node's (`w1:raylet.out`)."""
+    return "".join(f"{HEAD}{node}:{ln[len(HEAD):]}" if ln.startswith(HEAD) else ln
+                   for ln in text.splitlines(keepends=True))

@@ -128,8 +128,9 @@ async def _one_process(spec, directory: Path, start: dict, calls: list[dict], re
         if ui:
             ui(ev, st, tape.now)
     transport = ReplayTransport(tape)
+    nodes = [(node, t, t.reopen) for node in spec.nodes for t in [ReplayTransport(tape, node=node.label)]]
     ses = Session(spec, directory, transport, model, offline=start["offline"], clock=rt.clock, sleep=rt.sleep,
-                  ui=view, reopen=transport.reopen, process=start.get("process"))
+                  ui=view, reopen=transport.reopen, process=start.get("process"), nodes=nodes)
     end = next((e for e in mine if e["type"] == "end"), None)
     if end and end["reason"] == "stopped":  # the stop came from outside: `harness stop` or Ctrl-C
         ses.keep_on_stop, ses.stop_detail = bool(end.get("kept_run")), end["detail"]

@@ -21,9 +21,9 @@ from .. import errors
 from ..agent.model import Reply, ToolCall, Usage
 from ..remote.transport import CommandResult, FileStat, checked
 
-KEYS = {"run": ("cmd", "cwd", "env", "timeout"), "read": ("path", "offset", "size"),
-        "write": ("path", "mode", "data"), "stat": ("path",), "model": ("messages", "tools"),
-        "projected": (), "clock": (), "sleep": ("s",), "connect": ()}
+KEYS = {"run": ("node", "cmd", "cwd", "env", "timeout"), "read": ("node", "path", "offset", "size"),
+        "write": ("node", "path", "mode", "data"), "stat": ("node", "path"), "model": ("messages", "tools"),
+        "projected": (), "clock": (), "sleep": ("s",), "connect": ("node",)}
 
 
 class Divergence(BaseException):
@@ -136,22 +136,27 @@ def _rebuild(err: dict) -> Exception:
 
 
 class ReplayTransport:
-    def __init__(self, tape: Tape, name: str = "replay"):
-        self.tape, self.name = tape, name
+    """The head (`node` None) or a worker node, as recorded."""
+
+    def __init__(self, tape: Tape, name: str = "replay", node: str | None = None):
+        self.tape, self.name, self.node = tape, name, node
+
+    def _take(self, kind: str, call: dict) -> dict:
+        return self.tape.take(kind, {"node": self.node, **call} if self.node else call)
 
     async def run(self, cmd: str, *, timeout: float | None = None, check: bool = False,
                   env: dict[str, str] | None = None, cwd: str | None = None) -> CommandResult:
-        e = self.tape.take("run", {"cmd": cmd, "cwd": cwd, "env": env, "timeout": timeout})
+        e = self._take("run", {"cmd": cmd, "cwd": cwd, "env": env, "timeout": timeout})
         return checked(CommandResult(**{"command": cmd, **e["result"]}), check)
 
     async def read(self, path: str, offset: int = 0, size: int | None = None) -> bytes:
-        return base64.b64decode(self.tape.take("read", {"path": path, "offset": offset, "size": size})["data"])
+        return base64.b64decode(self._take("read", {"path": path, "offset": offset, "size": size})["data"])
 
     async def write(self, path: str, data: bytes, mode: int | None = None) -> None:
-        self.tape.take("write", {"path": path, "mode": mode, "data": base64.b64encode(data).decode()})
+        self._take("write", {"path": path, "mode": mode, "data": base64.b64encode(data).decode()})
 
     async def stat(self, path: str) -> FileStat | None:
-        st = self.tape.take("stat", {"path": path})["stat"]
+        st = self._take("stat", {"path": path})["stat"]
         return FileStat(**st) if st else None
 
     async def close(self) -> None:
@@ -159,7 +164,7 @@ class ReplayTransport:
 
     async def reopen(self) -> "ReplayTransport":
         """A reconnection, as recorded (raising the recorded error when it failed)."""
-        self.tape.take("connect", {})
+        self._take("connect", {})
         return self
 
 

@@ -32,6 +32,7 @@ from ..remote.once import Ops
 from ..remote.reconnect import Reconnecting
 from .journal import Journal
 from .ledger import Ledger
+from .nodes import cleanup_nodes, links, reset
 from .progress import commit_message, fingerprint, model_blocked, relaunch_blocked, running_over, stuck
 from .respond import BudgetOver, SessionEnd, Stuck, respond
 from .state import State, apply
@@ -47,10 +48,11 @@ class Passed(SessionEnd):
 class Session:
     def __init__(self, spec, directory: Path, transport, model=None, *, offline: bool = False,
                  clock=time.time, sleep=asyncio.sleep, ui=None, tool_timeout: float = 120.0,
-                 reopen=None, process: str | None = None):
+                 reopen=None, process: str | None = None, nodes=()):
         """`reopen()` makes a new connection after one dropped (None: never reconnect);
         `process` names this controller process's op directories and claims on the host
-        (recorded, so a replay uses the same)."""
+        (recorded, so a replay uses the same); `nodes`: (spec node, transport, reopen) of each
+        worker node of `spec.nodes`, in its order."""
         self.spec, self.dir, self.model = spec, Path(directory), model
         self.offline, self.clock, self.sleep, self.ui, self.tool_timeout = offline, clock, sleep, ui, tool_timeout
         self.journal = Journal(self.dir / "journal.jsonl", clock)  # budgets count from its times
@@ -60,6 +62,7 @@ class Session:
         self.session, self.process = self.dir.name, process or secrets.token_hex(3)
         self.transport = self.link = Reconnecting(transport, reopen, clock=clock, sleep=sleep,
                                                   grace=spec.connection.grace, on_change=self._link_changed)
+        self.nodes = links(spec, nodes, clock=clock, sleep=sleep, on_change=self._node_changed)
         self.ops = Ops(spec.workdir, self.session, self.process)
         self.launcher = launcher_for(spec.launch, self.transport, once=self.ops, token=f"{self.session}/{self.process}")
         self.ledger = Ledger(self.transport, spec.workdir, self.session, exclude=spec.ledger.exclude, once=self.ops)
@@ -95,6 +98,12 @@ class Session:
         else:
             self.emit("reachable", attempt=n, after=round(kw["after"], 3))
 
+    def _node_changed(self, label: str, what: str, **kw) -> None:
+        if what == "down":
+            self.note(f"node {label} unreachable: {kw['error'][:200]}")
+        else:
+            self.note(f"node {label} reachable again after {kw['after']:.0f}s")
+
     # ---------------------------------------------------------------- budgets
     def check_model(self, messages: list[dict]) -> None:
         tokens, money = self.model.projected(messages)
@@ -118,7 +127,8 @@ class Session:
         st = self.state
         resuming = bool(st.session)
         if not resuming:
-            self.emit("session", session=self.session, host=self.spec.host, workdir=self.spec.workdir)
+            self.emit("session", session=self.session, host=self.spec.host, workdir=self.spec.workdir,
+                      **({"nodes": [n.label for n in self.nodes]} if self.nodes else {}))
         else:  # resuming: a killed controller may have left git lock files in the ledger
             prior = st.ended["reason"] if st.ended else None
             self.emit("continue", prior=prior, fresh_budget=bool(prior and prior.startswith("budget:")),
@@ -188,6 +198,7 @@ class Session:
         left), watch, record the verdict, stop the run; returns the `verdict` event."""
         st, spec = self.state, self.spec
         before = st.attempts[n - 2].verdict if n > 1 else None
+        reset(self.nodes)  # a node lost in the last attempt is tried again
         handle, reattached = await self._find_or_launch(n, before)
         self.live = handle
         # run time: a new run's from now (launching is the harness's own time), a re-attached
@@ -294,6 +305,8 @@ class Session:
         self.activity(f"stopping run {handle.run_id}")
         rep = await self.launcher.stop(handle, cleanup=self.spec.cleanup)
         self.emit("stopped", attempt=len(self.state.attempts), run_id=handle.run_id, survivors=list(rep.survivors))
+        if problems := await cleanup_nodes(self.nodes, self.spec.cleanup):
+            self.note("; ".join(problems)[:600])
 
     async def _finish(self, reason: str, detail: str) -> None:
         """Stop the run the session started (unless it is kept, or the host is out of reach) and

@@ -10,6 +10,7 @@ import shlex
 
 from ..agent.fixes import apply_fix
 from ..playbook import Fix
+from .nodes import cleanup_nodes
 from .turn import GaveUp, NoChange, agent_turn
 
 
@@ -98,10 +99,14 @@ async def cleanup(ses, n: int, root_text: str) -> None:
         r = await ses.transport.run(f"PORTS={shlex.quote(' '.join(map(str, ports)))}\n{HOLDERS}", timeout=60)
         held = [line.split(" ", 2) for line in r.stdout.splitlines() if line.count(" ") >= 2]
     problems += [f"port {port} still in use by pid {pid} ({cmd.strip() or '?'})" for port, pid, cmd in held]
+    node_problems = await cleanup_nodes(ses.nodes, spec.cleanup)
+    problems += node_problems
     if not spec.cleanup:
         problems.append("no cleanup command configured — add one to `cleanup:` in the spec (e.g. `ray stop --force`, "
                         "`pkill -f your_server`)")
     done = f"ran {len(spec.cleanup)} cleanup command(s)" if spec.cleanup else "nothing cleaned up"
+    if spec.cleanup and ses.nodes:
+        done += f" on the head and {len(ses.nodes)} node(s)"
     detail = done + ("; " + "; ".join(problems) if problems else "; the ports are free" if ports else "")
-    ok = all(r.ok for r in results) and not held and bool(spec.cleanup)
+    ok = all(r.ok for r in results) and not held and bool(spec.cleanup) and not node_problems
     ses.emit("cleanup", attempt=n, commands=list(spec.cleanup), ok=ok, detail=detail[:600])

@@ -16,7 +16,9 @@ from ..analyze.verdict import SILENCE, silence, under_way
 from ..chain import STAGES
 from ..remote.follow import Cursor, poll
 from ..remote.launch import RunHandle
-from ..remote.postmortem import gather, sections
+from ..errors import HostUnreachable
+from ..remote.postmortem import gather, relabel, sections
+from ..analyze.timeorder import merge
 
 TICK = 0.25  # seconds between looks at the log
 STATUS_EVERY = 1.0  # seconds between looks at whether the run is alive
@@ -36,50 +38,79 @@ class Watch:
 
 
 class Logs:
-    """The run's own log and the spec's `launch.logs`, read into one analyzer. Lines of the
-    other logs get a Ray-style `(log:NAME) ` prefix: the analyzer keeps each file's tracebacks
-    apart (a prefix is a process to it) and the attempt's local copy shows where a line came from."""
+    """The run's own log, the spec's `launch.logs` and each worker node's `logs`, read into one
+    analyzer. Lines of the other logs get a Ray-style `(log:NAME) ` prefix (`(log:NODE:NAME) ` on
+    a worker node): the analyzer keeps each file's tracebacks apart (a prefix is a process to it)
+    and the attempt's local copy shows where a line came from. What one look brings from several
+    logs is put in timestamp order (analyze/timeorder.py). A worker node that stays out of reach
+    is lost: a line saying so joins the log and the node is read no more in this attempt."""
 
     def __init__(self, ses, handle: RunHandle, an: Analyzer, on_stage, on_data):
         self.ses, self.an, self.on_stage, self.on_data = ses, an, on_stage, on_data
+        self.nodes = getattr(ses, "nodes", [])
         extra = [p if p.startswith("/") else f"{handle.workdir}/{p}" for p in ses.spec.launch.logs]
-        self.cursors = [(Cursor(handle.log_path), b"")] + \
-                       [(Cursor(p), f"(log:{p.rsplit('/', 1)[-1]}) ".encode()) for p in extra]
+        # (transport, cursor, prefix, node or None for the head)
+        self.sources = [(ses.transport, Cursor(handle.log_path), b"", None)] + \
+                       [(ses.transport, Cursor(p), f"(log:{_name(p)}) ".encode(), None) for p in extra] + \
+                       [(n.t, Cursor(p if p.startswith("/") else f"{n.workdir}/{p}"),
+                         f"(log:{n.label}:{_name(p)}) ".encode(), n) for n in self.nodes for p in n.node.logs]
 
     async def read(self, final: bool = False) -> bool:
         """Feed what is new (at the end, the final partial lines too); True if anything came."""
-        got = False
-        for cur, prefix in self.cursors:
-            while (chunk := await poll(self.ses.transport, cur)) and chunk.data:
-                self._feed(chunk.data, prefix)
-                got = True
-                if not final:
-                    break
-            if final and await self.ses.transport.stat(cur.path):
-                if rest := await self.ses.transport.read(cur.path, cur.offset):
-                    cur.offset += len(rest)
-                    self._feed(rest + b"\n", prefix)
-        return got
+        got: dict[int, list[bytes]] = {}
+        lost: list[bytes] = []
+        for i, (t, cur, prefix, node) in enumerate(self.sources):
+            if node is not None and node.lost:
+                continue
+            try:
+                while (chunk := await poll(t, cur)) and chunk.data:
+                    got.setdefault(i, []).append(chunk.data)
+                    if not final:
+                        break
+                if final and await t.stat(cur.path):
+                    if rest := await t.read(cur.path, cur.offset):
+                        cur.offset += len(rest)
+                        got.setdefault(i, []).append(rest + b"\n")
+            except HostUnreachable as e:
+                if node is None:  # the head: the session's to decide (it waits out its grace)
+                    raise
+                lost.append(node.lose(e))
+                self.ses.note(lost[-1].decode().strip())
+        batch = [(self.sources[i][2], b"".join(parts)) for i, parts in got.items()] + [(b"", ln) for ln in lost]
+        if batch:
+            self._feed(batch)
+        return bool(batch)
 
     async def postmortem(self, handle: RunHandle) -> str:
-        """Feed the failed run's evidence on the host (Ray's worker and raylet logs, the OOM
-        killer, CANN plogs; remote/postmortem.py) as logs of their own, before the verdict: a
-        worker's own error is a cause where the driver printed only that the actor died."""
+        """Feed the failed run's evidence on the head and on each worker node (Ray's worker and
+        raylet logs, the OOM killer, CANN plogs; remote/postmortem.py) as logs of their own, in
+        timestamp order, before the verdict: a worker's own error is a cause where the driver
+        printed only that the actor died."""
         self.ses.activity("the run failed: reading its workers' logs on the host")
-        text = await gather(self.ses.transport, ray_temp=self.ses.spec.launch.ray.temp_dir, since=handle.started,
+        spec = self.ses.spec
+        text = await gather(self.ses.transport, ray_temp=spec.launch.ray.temp_dir, since=handle.started,
                             workdir=handle.workdir, run_id=handle.run_id)
         if engine := await self.ses.launcher.postmortem(handle):  # e.g. a Ray job's dead actors
             text = f"{text.rstrip()}\n{engine}" if text.strip() else engine
+        for n in [n for n in self.nodes if not n.lost]:
+            try:
+                more = await gather(n.t, ray_temp=n.node.ray_temp_dir or spec.launch.ray.temp_dir,
+                                    since=handle.started, workdir=n.workdir, run_id=handle.run_id)
+            except HostUnreachable as e:
+                self._feed([(b"", n.lose(e))])
+                continue
+            text = text.rstrip() + "\n" + relabel(more, n.label) if text.strip() else relabel(more, n.label)
         found = sections(text)
-        for label, data in found:
-            self._feed(data if data.endswith(b"\n") else data + b"\n", f"(log:{label}) ".encode())
         if found:  # each file is whole: its last error block is complete
+            self._feed([(f"(log:{label}) ".encode(), data if data.endswith(b"\n") else data + b"\n")
+                        for label, data in found])
             self.stages(self.an.quiet())
         return text
 
-    def _feed(self, data: bytes, prefix: bytes) -> None:
-        if prefix:
-            data = b"".join(prefix + ln for ln in data.splitlines(keepends=True))
+    def _feed(self, batch: list[tuple[bytes, bytes]]) -> None:
+        """(prefix, data) of one or more logs, merged in timestamp order, into the analyzer."""
+        data = b"".join(prefix + ln for prefix, ln in merge(batch)) if len(batch) > 1 else \
+            b"".join(batch[0][0] + ln for ln in batch[0][1].splitlines(keepends=True)) if batch[0][0] else batch[0][1]
         self.on_data(data)
         self.stages(self.an.feed(data, ts=self.ses.clock()))
 
@@ -148,6 +179,10 @@ async def watch(ses, handle: RunHandle, an: Analyzer, on_stage, on_data) -> Watc
             ses.note(f"the run printed nothing for {silent:.0f}s but its {cpu['processes']} processes use CPU: "
                      "still working (compiling?), waiting on")
         await ses.sleep(TICK)
+
+
+def _name(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
 
 
 async def _evidence(ses, handle: RunHandle) -> str:
