@@ -36,7 +36,9 @@ if [ ! -x .venv/bin/ray ]; then
         || { echo "test.sh: error: could not install ray[default] (see /tmp/harness-ray.log)" >&2; tail -20 /tmp/harness-ray.log >&2; exit 1; }
 fi
 
-.venv/bin/python -m pytest "$@"
+# Four workers on two cores: most tests wait on real processes, sshd and engines, not on the CPU.
+# The tests that start Ray or Slurm share one worker (xdist_group "engines"). `-n 0` runs serially.
+.venv/bin/python -m pytest -n "${HARNESS_TEST_WORKERS:-4}" --dist loadgroup "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
     echo "test.sh: error: pytest collected no tests (exit 5); check the arguments and tests/" >&2

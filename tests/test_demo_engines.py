@@ -17,6 +17,9 @@ from harness.engines import MARK, ray_bin, slurm_missing
 from harness.remote.launch import PROXY_VARS
 from test_sessions import HARNESS
 
+# one xdist worker runs every test that starts a Ray head or Slurm daemons, one engine at a time
+pytestmark = pytest.mark.xdist_group("engines")
+
 
 def marked_processes(*marks: str) -> list[str]:
     """Live processes whose environment carries one of `marks` (NAME=value)."""

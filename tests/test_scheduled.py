@@ -18,6 +18,9 @@ from harness.remote.transport import HostSpec, connect
 from harness.spec import Launch, RayJob, SlurmJob
 from harness.engines import free_port
 
+# one xdist worker runs every test that starts a Ray head or Slurm daemons, one engine at a time
+pytestmark = pytest.mark.xdist_group("engines")
+
 PY = sys.executable  # has ray: the job's Python must match the cluster's Ray
 
 
