@@ -35,9 +35,16 @@ START_TIMEOUT = 90.0  # seconds for a head or slurmd to come up on a loaded 2-co
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` distinct ports free now (held together while chosen, so none is handed out twice)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
 
 
 def ray_bin() -> str | None:
@@ -77,6 +84,15 @@ def wait_http(url: str, timeout: float = START_TIMEOUT) -> dict:
     raise RuntimeError(f"{url} did not answer in {timeout:g}s: {last}")
 
 
+def _own_ports() -> list[str]:
+    """Every port of a Ray node its own: a head torn down a moment ago, or another node, holds the
+    defaults."""
+    names = ("object-manager-port", "node-manager-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+             "runtime-env-agent-port", "metrics-export-port", "min-worker-port", "max-worker-port")
+    ports = free_ports(len(names) - 2) + [0, 0]
+    return [f"--{name}={port}" for name, port in zip(names, ports)]
+
+
 class _Engine:
     dir = ""
 
@@ -97,27 +113,27 @@ class _Engine:
 class LocalRay(_Engine):
     """`ray start --head --block` on 127.0.0.1 with free ports and its own temp dir."""
 
-    def __init__(self):
+    def __init__(self, system: dict | None = None):
+        """`system`: Ray system settings for the whole cluster, as RAY_<name> variables
+        (e.g. {"health_check_period_ms": 500}: a dead node noticed in seconds)."""
+        self.system = {f"RAY_{k}": str(v) for k, v in (system or {}).items()}
         # short: Ray's unix sockets live under the temp dir (a socket path has ~107 bytes)
         self.dir = tempfile.mkdtemp(prefix="hray", dir="/tmp")
-        self.port, self.dash = free_port(), free_port()
+        self.port, self.dash, self.client = free_ports(3)
         self.address = f"http://127.0.0.1:{self.dash}"
         self.proc: subprocess.Popen | None = None
+        self.nodes: dict[str, subprocess.Popen] = {}  # worker nodes by name
 
     def start(self) -> LocalRay:
         if ray_bin() is None:
             raise BadInput("no `ray` on this machine: pip install 'harness[ray]' (ray[default])")
-        env = {**os.environ, MARK: self.dir, "RAY_USAGE_STATS_ENABLED": "0"}
+        env = {**os.environ, **self.system, MARK: self.dir, "RAY_USAGE_STATS_ENABLED": "0"}
         for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
             env.pop(name, None)
         argv = [ray_bin(), "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={self.port}",
                 "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dash}", "--include-dashboard=true",
                 "--num-cpus=2", f"--temp-dir={self.dir}", "--disable-usage-stats",
-                # every port its own: a head torn down a moment ago, or another node, holds the defaults
-                *[f"--{name}={free_port()}" for name in (
-                    "object-manager-port", "node-manager-port", "ray-client-server-port",
-                    "dashboard-agent-listen-port", "dashboard-agent-grpc-port", "runtime-env-agent-port",
-                    "metrics-export-port")]]
+                f"--ray-client-server-port={self.client}", *_own_ports()]
         with open(f"{self.dir}/start.log", "wb") as log:
             self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
@@ -129,14 +145,55 @@ class LocalRay(_Engine):
             raise BadInput(f"the local Ray head did not come up: {e}; {' '.join(said)}") from None
         return self
 
+    def add_node(self, name: str, resources: dict | None = None) -> str:
+        """A worker node of this cluster (Ray runs several nodes on one machine), with a temp dir
+        of its own, as another machine's would be: its workers' and raylet's logs are there,
+        not in the head's. Resource `name` (1) lets a task be placed on it. Returns its temp dir;
+        stop() ends it with the head, stop_node(name) alone (as a node that dies)."""
+        node_dir = f"{self.dir}/{name}"
+        os.makedirs(node_dir)
+        res = json.dumps({name: 1, **(resources or {})})
+        argv = [ray_bin(), "start", f"--address=127.0.0.1:{self.port}", "--block", "--node-ip-address=127.0.0.1",
+                f"--node-name={name}", "--num-cpus=1", f"--temp-dir={node_dir}", f"--resources={res}",
+                "--disable-usage-stats", *_own_ports()]
+        env = {**os.environ, **self.system, MARK: node_dir, "RAY_USAGE_STATS_ENABLED": "0"}
+        with open(f"{node_dir}/start.log", "wb") as log:
+            self.nodes[name] = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                                start_new_session=True)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if any(name in n.get("resources_total", {}) for n in self.alive_nodes()):
+                return node_dir
+            time.sleep(0.5)
+        said = Path(f"{node_dir}/start.log").read_text(errors="replace").strip().splitlines()[-1:]
+        raise BadInput(f"the local Ray node {name} did not join in {START_TIMEOUT:g}s; {' '.join(said)}")
+
+    def stop_node(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """End a worker node's processes at once (SIGKILL: the node dies, as a machine does)."""
+        for pid in marked(f"{self.dir}/{name}"):
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+
+    def alive_nodes(self) -> list[dict]:
+        """The cluster's live nodes, from the state API (`ray list nodes`)."""
+        try:
+            with NO_PROXY.open(f"{self.address}/api/v0/nodes?detail=1&limit=100", timeout=10) as r:
+                rows = json.loads(r.read())["data"]["result"]["result"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return []
+        return [n for n in rows if n.get("state") == "ALIVE"]
+
     def jobs(self) -> list[dict]:
         with NO_PROXY.open(f"{self.address}/api/jobs/", timeout=10) as r:
             return json.loads(r.read())
 
     def stop(self) -> None:
+        for name in self.nodes:
+            kill_marked(f"{self.dir}/{name}")
         super().stop()
-        if self.proc:
-            self.proc.wait(10)
+        for p in [self.proc, *self.nodes.values()]:
+            if p:
+                p.wait(10)
 
 
 SLURM_CONF = """\

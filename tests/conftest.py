@@ -11,6 +11,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests import corpus_
 from sshd import SSHD, SshLab  # noqa: E402
 
 
+def pytest_collection_modifyitems(items):
+    """The slow tests first (a stable sort): under pytest-xdist the run ends when its longest
+    test does, so the long ones must not be handed out last."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session")
 def ssh_lab(tmp_path_factory):
     """Two real sshd on 127.0.0.1 (`box`, `jump`) and `inner` (box through jump), with their

@@ -16,6 +16,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from harness.agent.scripted import ScriptedModel, ScriptedServer
 from harness.demo import SCRIPT
 from harness.session.detach import holder
@@ -65,6 +67,7 @@ def check_journal(events: list[dict]) -> None:
     assert len(ends) == 1 and events[-1] is ends[0]
 
 
+@pytest.mark.slow
 def test_kill_9_at_random_points_then_continue(tmp_path):
     rng = random.Random(int(os.environ.get("HARNESS_CRASH_SEED", "20261130")))
     with ScriptedServer(ScriptedModel.from_file(SCRIPT)) as server:

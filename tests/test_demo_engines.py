@@ -18,7 +18,7 @@ from harness.remote.launch import PROXY_VARS
 from test_sessions import HARNESS
 
 # one xdist worker runs every test that starts a Ray head or Slurm daemons, one engine at a time
-pytestmark = pytest.mark.xdist_group("engines")
+pytestmark = [pytest.mark.xdist_group("engines"), pytest.mark.slow]
 
 
 def marked_processes(*marks: str) -> list[str]:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from harness.evaluate import SHIPPED, load_suite, totals
@@ -26,6 +27,7 @@ def harness(*args, home):
                           text=True, cwd=ROOT, timeout=600, env={"HARNESS_HOME": str(home), "PATH": "/usr/bin:/bin"})
 
 
+@pytest.mark.slow
 def test_eval_rows_and_totals_for_a_suite(tmp_path):
     suite = tmp_path / "suite.yaml"
     suite.write_text(yaml.safe_dump(SUITE))
@@ -42,6 +44,7 @@ def test_eval_rows_and_totals_for_a_suite(tmp_path):
     assert out["totals"] == totals(out["rows"])
 
 
+@pytest.mark.slow
 def test_eval_says_the_model_is_scripted_and_bad_suites_are_one_line(tmp_path):
     suite = tmp_path / "suite.yaml"
     suite.write_text(yaml.safe_dump({"scenarios": [SUITE["scenarios"][1]]}))

@@ -9,6 +9,7 @@ import importlib.util
 import os
 import signal
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,12 @@ def reap(tmp_path):
             with contextlib.suppress(OSError):
                 if marker in Path(environ).read_bytes().split(b"\0"):
                     os.kill(int(environ.split("/")[2]), signal.SIGKILL)
+
+
+def uid(name: str) -> str:
+    """A run id of this test alone: the stop of a run signals every process carrying its id, and
+    tests run side by side (pytest-xdist)."""
+    return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
 def arun(coro):
@@ -95,12 +102,12 @@ async def _ended(launcher, handle):
 
 
 def test_exit_code_log_and_times_are_recorded(spec, tmp_path):
-    cmd = "for i in 1 2 3; do echo line $i; done; echo oops >&2; exit 3"
+    cmd, rid = "for i in 1 2 3; do echo line $i; done; echo oops >&2; exit 3", uid("r1")
 
     async def go():
         t = await connect(spec)
         lo = Launcher(t)
-        h = await lo.launch(cmd, workdir=str(tmp_path), run_id="r1")
+        h = await lo.launch(cmd, workdir=str(tmp_path), run_id=rid)
         st = await finish(lo, h)
         log = await t.read(h.log_path)
         await t.close()
@@ -109,7 +116,7 @@ def test_exit_code_log_and_times_are_recorded(spec, tmp_path):
     h, st, log = arun(go())
     assert st.exit_code == 3 and st.started and st.ended and st.started <= st.ended
     assert log == b"line 1\nline 2\nline 3\noops\n"
-    rd = tmp_path / ".harness/runs/r1"
+    rd = tmp_path / ".harness/runs" / rid
     assert h.run_dir == str(rd) and h.pid == h.pgid and h.pid > 0
     assert (rd / "cmd").read_text() == cmd + "\n"
     for name in ("pid", "pgid", "started", "exit_code", "ended", "wrapper.sh", "start.sh"):
@@ -122,16 +129,17 @@ def test_env_is_set_and_proxies_unset(monkeypatch, tmp_path):
         monkeypatch.setenv(name, "http://proxy.intranet:3128")
     monkeypatch.setenv("KEEP_ME", "kept")
     cmd = 'echo "proxy=${http_proxy-}${HTTPS_PROXY-}${all_proxy-}" ; echo "keep=$KEEP_ME"; echo "foo=$FOO"; echo "id=$HARNESS_RUN_ID"'
+    rid = uid("envrun")
 
     async def go():
         t = await connect(HostSpec(host="localhost", transport="local"))
         lo = Launcher(t)
-        h = await lo.launch(cmd, workdir=str(tmp_path), run_id="envrun", env={"FOO": "a b'c $x"}, unset=PROXY_VARS)
+        h = await lo.launch(cmd, workdir=str(tmp_path), run_id=rid, env={"FOO": "a b'c $x"}, unset=PROXY_VARS)
         await finish(lo, h)
         return (await t.read(h.log_path)).decode()
 
     log = arun(go())
-    assert log.splitlines() == ["proxy=", "keep=kept", "foo=a b'c $x", "id=envrun"]
+    assert log.splitlines() == ["proxy=", "keep=kept", "foo=a b'c $x", f"id={rid}"]
 
 
 def test_env_names_are_checked(tmp_path):
@@ -145,24 +153,26 @@ def test_env_names_are_checked(tmp_path):
 
 
 def test_second_launch_is_refused_while_one_is_alive(spec, tmp_path):
+    first, second = uid("first"), uid("second")
+
     async def go():
         t = await connect(spec)
         lo = Launcher(t)
-        h = await lo.launch("sleep 300", workdir=str(tmp_path), run_id="first")
+        h = await lo.launch("sleep 300", workdir=str(tmp_path), run_id=first)
         try:
             with pytest.raises(RunActive) as info:
-                await lo.launch("true", workdir=str(tmp_path), run_id="second")
+                await lo.launch("true", workdir=str(tmp_path), run_id=second)
         finally:
             await lo.stop(h, grace=2)
-        again = await lo.launch("true", workdir=str(tmp_path), run_id="third")  # allowed once stopped
+        again = await lo.launch("true", workdir=str(tmp_path), run_id=uid("third"))  # allowed once stopped
         await finish(lo, again)
         await t.close()
         return h, info.value
 
     h, err = arun(go())
-    assert err.run_id == "first" and err.pid == h.pid
-    assert "first" in str(err) and str(h.pid) in str(err) and "\n" not in str(err)
-    assert not (tmp_path / ".harness/runs/second").exists()
+    assert err.run_id == first and err.pid == h.pid
+    assert first in str(err) and str(h.pid) in str(err) and "\n" not in str(err)
+    assert not (tmp_path / ".harness/runs" / second).exists()
 
 
 def test_stale_pid_without_exit_code_does_not_block(tmp_path):
@@ -182,13 +192,15 @@ def test_stale_pid_without_exit_code_does_not_block(tmp_path):
 
 
 def test_a_new_controller_finds_the_run_by_id(spec, tmp_path):
+    again = uid("again")
+
     async def go():
         t1 = await connect(spec)
-        h = await Launcher(t1).launch("sleep 300", workdir=str(tmp_path), run_id="again", log_name="train.log")
+        h = await Launcher(t1).launch("sleep 300", workdir=str(tmp_path), run_id=again, log_name="train.log")
         await t1.close()
         t2 = await connect(spec)  # a new controller: new transport, new Launcher
         lo = Launcher(t2)
-        found = await lo.find(str(tmp_path), "again")
+        found = await lo.find(str(tmp_path), again)
         missing = await lo.find(str(tmp_path), "never")
         st = await lo.poll(found)
         await lo.stop(found, grace=2)
@@ -197,7 +209,7 @@ def test_a_new_controller_finds_the_run_by_id(spec, tmp_path):
         return h, found, missing, st, ended
 
     h, found, missing, st, ended = arun(go())
-    assert found == h and found.log_path.endswith("/again/train.log")
+    assert found == h and found.log_path.endswith(f"/{again}/train.log")
     assert missing is None
     assert st.alive and st.exit_code is None
     assert ended.exit_code == 128 + 15
@@ -232,7 +244,7 @@ def test_stop_kills_the_whole_tree_including_setsid_escapees(spec, tmp_path):
     async def go():
         t = await connect(spec)
         lo = Launcher(t)
-        h = await lo.launch(TREE, workdir=str(tmp_path), run_id="tree")
+        h = await lo.launch(TREE, workdir=str(tmp_path), run_id=uid("tree"))
         pids = await until(pid_files(tmp_path, TREE_PIDS))
         assert all(running(p) for p in pids.values())
         escapee_sid = os.getsid(pids["escapee"])
@@ -251,6 +263,34 @@ def test_stop_kills_the_whole_tree_including_setsid_escapees(spec, tmp_path):
     assert not st.alive and st.exit_code == 128 + 15 and st.ended
 
 
+def test_a_stop_after_the_run_ended_spares_the_group_that_got_its_number(tmp_path):
+    """pid_max is often 32768: once a run's group has ended its number comes round to another
+    group within minutes on a busy host. Stopping (or sweeping) the ended run must not signal
+    that group; it did (another test's minichain run was TERMed that way under pytest-xdist)."""
+    import subprocess
+    import sys
+
+    from dataclasses import replace
+
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    try:
+        async def go():
+            t = await connect(HostSpec(host="localhost", transport="local"))
+            lo = Launcher(t)
+            h = await lo.launch("echo done", workdir=str(tmp_path), run_id=uid("ended"))
+            await finish(lo, h)
+            reused = replace(h, pgid=stranger.pid)  # the ended run's group number, now the stranger's
+            report = await lo.stop(reused, grace=1)
+            await t.close()
+            return report
+        report = arun(go())
+        assert running(stranger.pid), "a stop signalled a group that is no longer the run's"
+        assert stranger.pid not in report.terminated + report.killed and report.ok
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
 def test_cpu_activity_tells_busy_from_sleeping(spec, tmp_path):
     async def measure(lo, cmd, run_id):
         h = await lo.launch(cmd, workdir=str(tmp_path), run_id=run_id)
@@ -262,8 +302,8 @@ def test_cpu_activity_tells_busy_from_sleeping(spec, tmp_path):
     async def go():
         t = await connect(spec)
         lo = Launcher(t)
-        busy = await measure(lo, "while :; do :; done", "busy")
-        idle = await measure(lo, "sleep 300", "idle")
+        busy = await measure(lo, "while :; do :; done", uid("busy"))
+        idle = await measure(lo, "sleep 300", uid("idle"))
         await t.close()
         return busy, idle
 

@@ -19,6 +19,7 @@ def demo(tmp_path_factory):
     return harness("demo", home=home, timeout=600), home
 
 
+@pytest.mark.slow
 def test_demo_ends_green_and_reports(demo):
     r, home = demo
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]

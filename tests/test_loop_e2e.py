@@ -10,6 +10,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from harness.agent.model import OpenAIModel
 from harness.agent.scripted import ScriptedModel, ScriptedServer
 from harness.demo import SCRIPT
@@ -26,6 +28,7 @@ DECLARED = {"08": "minichain_worker_proxy", "10": "minichain_concurrency_limit",
             "03": "minichain_prompt_too_long", "09": "minichain_precision_aware_fp16"}
 
 
+@pytest.mark.slow
 def test_all_ten_faults_to_a_green_chain_over_ssh(ssh_lab, tmp_path):
     work = tmp_path / "minichain"
     shutil.copytree(TARGET, work, ignore=shutil.ignore_patterns("__pycache__", "faults"))

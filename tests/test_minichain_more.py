@@ -23,10 +23,11 @@ from harness.session.journal import Journal
 from harness.session.runner import run_spec
 from harness.spec import RunSpec
 from test_minichain import PROXY_VARS, TARGET, processes_of
-from test_minichain_faults import analyse, git, run, run_patched
+from test_minichain_faults import analyse, by_fault, git, run, run_patched
 
 MORE = TARGET / "faults" / "more"
-LIMIT = 20.0  # seconds before a run that printed nothing more counts as hung and is killed
+LIMIT = 60.0  # seconds before a run still going counts as hung and is killed: a bound, not a figure
+# (a hang is usually cut short by HANG_SIGN; a loaded 2-core machine stretches 22's silent compile)
 
 # patch, outcome, failed stage, root-cause category, regex the root cause's text matches
 MORE_FAULTS = [
@@ -84,7 +85,7 @@ def test_every_patch_has_a_row():
     assert set(KNOWN_MISSES) <= {f[0] for f in MORE_FAULTS}
 
 
-@pytest.mark.parametrize("name,outcome,stage,category,text", MORE_FAULTS, ids=[f[0] for f in MORE_FAULTS])
+@pytest.mark.parametrize("name,outcome,stage,category,text", by_fault(MORE_FAULTS))
 def test_fault_is_read_where_it_happens(ran, name, outcome, stage, category, text):
     code, log, work = ran(name)
     verdict, _ = analyse(log)
@@ -102,7 +103,7 @@ def test_fault_is_read_where_it_happens(ran, name, outcome, stage, category, tex
     assert processes_of(work) == []
 
 
-@pytest.mark.parametrize("name", [f[0] for f in MORE_FAULTS if f[1] != "pass"])
+@pytest.mark.parametrize("name", by_fault([f[:1] for f in MORE_FAULTS if f[1] != "pass"]))
 def test_reversing_the_patch_passes_again(ran, name):
     _, _, work = ran(name)
     git(work, "apply", "-R", str(MORE / f"{name}.patch"))

@@ -19,7 +19,7 @@ from harness.spec import Launch, RayJob, SlurmJob
 from harness.engines import free_port
 
 # one xdist worker runs every test that starts a Ray head or Slurm daemons, one engine at a time
-pytestmark = pytest.mark.xdist_group("engines")
+pytestmark = [pytest.mark.xdist_group("engines"), pytest.mark.slow]
 
 PY = sys.executable  # has ray: the job's Python must match the cluster's Ray
 

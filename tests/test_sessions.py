@@ -138,6 +138,7 @@ def test_phone_continue_disconnect_and_status_over_ssh(ssh_lab, tmp_path):
     assert [e["reason"] for e in journal(home, sid) if e["type"] == "end"] == ["budget:relaunches", "passed"]
 
 
+@pytest.mark.slow
 def test_nightly_exit_codes_and_no_overlap(tmp_path):
     home = tmp_path / "home"
     passing = minichain_fault03(tmp_path)
@@ -165,6 +166,7 @@ REFUSED = ["report --md {evil}", "report --html={evil}", "report x --md {evil}",
            "export {sid} {evil}", "run {evil}", "stop --keep-run=1", "status -- x", "logs {sid} {sid}"]
 
 
+@pytest.mark.slow
 def test_the_phone_key_can_do_what_it_says_and_nothing_more(ssh_lab, tmp_path):
     """The README's authorized_keys line, over the real sshd: each refused form writes nothing and
     says what is allowed; `continue` gets the model's key from the 0600 env file, never the line."""

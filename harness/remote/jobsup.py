@@ -105,10 +105,10 @@ class Ray:
         job = info.get("job_id") if code == 200 else None
         if not job:
             return ""
+        out = self._dead_nodes(info.get("start_time") or 0)
         code, answer = self._call("GET", "/api/v0/actors?detail=1&limit=1000&filter_keys=job_id"
                                   f"&filter_predicates=%3D&filter_values={job}")
         rows = (((answer.get("data") or {}).get("result") or {}).get("result") or []) if code == 200 else []
-        out = []
         for a in rows:
             if a.get("state") != "DEAD":
                 continue
@@ -117,6 +117,22 @@ class Ray:
             out.append(f"actor {a.get('class_name')} pid={a.get('pid')} node={ctx.get('node_ip_address', '?')} "
                        f"died: {why[:600]}")
         return "\n".join(out)
+
+    def _dead_nodes(self, since_ms: int) -> list[str]:
+        """Ray nodes that died while the job ran (`ray list nodes --detail`), named by their
+        custom resources (how a task is placed on a node) and address."""
+        code, answer = self._call("GET", "/api/v0/nodes?detail=1&limit=1000")
+        rows = (((answer.get("data") or {}).get("result") or {}).get("result") or []) if code == 200 else []
+        out = []
+        for n in rows:
+            if n.get("state") != "DEAD" or (n.get("end_time_ms") or 0) < since_ms:
+                continue
+            own = [r for r in (n.get("resources_total") or {})
+                   if r not in ("CPU", "GPU", "NPU", "memory", "object_store_memory") and not r.startswith("node:")]
+            why = " ".join((n.get("state_message") or "no cause recorded").split())
+            out.append(f"ray node {n.get('node_name') or n.get('node_ip')} id={str(n.get('node_id'))[:12]} "
+                       f"resources={','.join(own) or '-'} died while the job ran: {why[:600]}")
+        return out
 
     def output(self) -> bytes:
         """What the driver printed since the last call: its log file on this node when it is here

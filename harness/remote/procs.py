@@ -35,16 +35,34 @@ def kill_script(pid: int, grace: float | None = None) -> str:
               "i=0; while [ $i -lt 20 ] && alive; do sleep 0.1; i=$((i+1)); done; exit 0")
     return "/bin/sh -c " + shlex.quote("exec 2>/dev/null; " + script)
 
-# members: the run's live processes. Zombies are skipped (nothing to stop; their environ is
-# empty). Unreadable /proc entries (other users' processes, processes just gone) are ignored.
+# members: the run's live processes: those carrying its marker, and the members of its process
+# group while one of them is in it — once every marked process is gone, the group's number is
+# free for the system to hand to another group (pid_max is often 32768, so numbers come round
+# within minutes on a busy host), and a TERM to it would hit someone else's processes. Zombies
+# are skipped (nothing to stop; their environ is empty). Unreadable /proc entries (other users'
+# processes, processes just gone) are ignored.
 MEMBERS = r'''
+marked() { grep -lzxF "$MARKER=$ID" /proc/[0-9]*/environ 2>/dev/null | sed 's#^/proc/##; s#/environ$##'; }
+ours() {
+  [ -n "$PGID" ] || return 1
+  for p in $(marked); do
+    read -r l < "/proc/$p/stat" 2>/dev/null || continue
+    set -- ${l##*) }
+    [ "$3" = "$PGID" ] && return 0
+  done
+  return 1
+}
 members() {
-  { for f in /proc/[0-9]*/stat; do
+  { for p in $(marked); do
+      read -r l < "/proc/$p/stat" || continue
+      set -- ${l##*) }
+      [ "$1" != Z ] && echo "$p"
+    done
+    ours && for f in /proc/[0-9]*/stat; do
       read -r l < "$f" || continue
       set -- ${l##*) }
       [ "$1" != Z ] && [ "$3" = "$PGID" ] && { f=${f#/proc/}; echo "${f%/stat}"; }
     done
-    grep -lzxF "$MARKER=$ID" /proc/[0-9]*/environ | sed 's#^/proc/##; s#/environ$##'
   } 2>/dev/null | sort -un
 }
 '''
@@ -55,7 +73,7 @@ members() {
 SIGNAL = MEMBERS + r'''
 signal() {
   pids=$(members)
-  [ -n "$PGID" ] && kill -"$1" -- -"$PGID" 2>/dev/null
+  ours && kill -"$1" -- -"$PGID" 2>/dev/null
   for p in $pids; do kill -"$1" "$p" 2>/dev/null && echo "$1 $p"; done
 }
 settle() { i=0; while [ -n "$(members)" ] && [ $i -lt "$1" ]; do sleep 0.1; i=$((i+1)); done; }
