@@ -72,11 +72,11 @@ def kill_marked(tag: str, grace: float = 5.0) -> None:
             time.sleep(0.1)
 
 
-def wait_http(url: str, timeout: float = START_TIMEOUT) -> dict:
+def wait_http(url: str, timeout: float = START_TIMEOUT, headers: dict | None = None) -> dict:
     deadline, last = time.monotonic() + timeout, None
     while time.monotonic() < deadline:
         try:
-            with NO_PROXY.open(url, timeout=5) as r:
+            with NO_PROXY.open(urllib.request.Request(url, headers=headers or {}), timeout=5) as r:
                 return json.loads(r.read() or b"{}")
         except (OSError, ValueError) as e:
             last = e
@@ -113,10 +113,16 @@ class _Engine:
 class LocalRay(_Engine):
     """`ray start --head --block` on 127.0.0.1 with free ports and its own temp dir."""
 
-    def __init__(self, system: dict | None = None):
+    def __init__(self, system: dict | None = None, token: str | None = None):
         """`system`: Ray system settings for the whole cluster, as RAY_<name> variables
-        (e.g. {"health_check_period_ms": 500}: a dead node noticed in seconds)."""
+        (e.g. {"health_check_period_ms": 500}: a dead node noticed in seconds). `token`: the
+        cluster uses token authentication with it; none: authentication off, said explicitly,
+        since Ray 2.5x turns it on for a head whenever ~/.ray/auth_token exists (which any local
+        `ray.init()` of the machine's user writes)."""
         self.system = {f"RAY_{k}": str(v) for k, v in (system or {}).items()}
+        self.system |= {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token} if token else {"RAY_AUTH_MODE": "disabled"}
+        self.token = token
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         # short: Ray's unix sockets live under the temp dir (a socket path has ~107 bytes)
         self.dir = tempfile.mkdtemp(prefix="hray", dir="/tmp")
         self.port, self.dash, self.client = free_ports(3)
@@ -137,8 +143,8 @@ class LocalRay(_Engine):
         with open(f"{self.dir}/start.log", "wb") as log:
             self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            wait_http(f"{self.address}/api/version")
-            wait_http(f"{self.address}/api/jobs/")
+            wait_http(f"{self.address}/api/version", headers=self.headers)
+            wait_http(f"{self.address}/api/jobs/", headers=self.headers)
         except RuntimeError as e:
             said = Path(f"{self.dir}/start.log").read_text(errors="replace").strip().splitlines()[-1:]
             self.stop()
@@ -177,15 +183,14 @@ class LocalRay(_Engine):
     def alive_nodes(self) -> list[dict]:
         """The cluster's live nodes, from the state API (`ray list nodes`)."""
         try:
-            with NO_PROXY.open(f"{self.address}/api/v0/nodes?detail=1&limit=100", timeout=10) as r:
-                rows = json.loads(r.read())["data"]["result"]["result"]
-        except (OSError, ValueError, KeyError, TypeError):
+            rows = wait_http(f"{self.address}/api/v0/nodes?detail=1&limit=100", 10, self.headers)
+            rows = rows["data"]["result"]["result"]
+        except (RuntimeError, KeyError, TypeError):
             return []
         return [n for n in rows if n.get("state") == "ALIVE"]
 
     def jobs(self) -> list[dict]:
-        with NO_PROXY.open(f"{self.address}/api/jobs/", timeout=10) as r:
-            return json.loads(r.read())
+        return wait_http(f"{self.address}/api/jobs/", 10, self.headers)
 
     def stop(self) -> None:
         for name in self.nodes:

@@ -5,6 +5,9 @@ import pytest
 from harness.analyze import Analyzer
 from harness.playbook import load_playbook
 
+# the module fixture is built once: its tests share one xdist worker
+pytestmark = pytest.mark.xdist_group("test_analyzer")
+
 PLAYBOOK = r"""
 name: t
 prefixes:

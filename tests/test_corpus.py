@@ -8,6 +8,9 @@ import pytest
 
 from corpus_eval import cases, evaluate, shares
 
+# the module fixture is built once: its tests share one xdist worker
+pytestmark = pytest.mark.xdist_group("test_corpus")
+
 SHARED = bool(cases(["realworld", "realworld2", "realworld3"]))  # ../shared/corpus beside the repo
 
 FLOORS = {

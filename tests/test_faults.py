@@ -31,7 +31,8 @@ from test_notify import Endpoint
 from test_sessions import HARNESS, wait_for
 
 RESTARTS = 24  # over both transports
-pytestmark = pytest.mark.slow
+# the module fixture is built once: its tests share one xdist worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_faults")]
 
 
 def ssh_spec(root: Path, lab: SshLab, url: str, transport: str, *, port: int | None = None, extra: str = "") -> Path:

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.slow
+# the module fixture is built once: its tests share one xdist worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_install")]
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ from harness.session.journal import Journal
 from harness.session.ledger import Ledger
 from harness.spec import RunSpec
 from test_minichain import PROXY_VARS, TARGET, processes_of
+from names import unique
 
 # A run that fails at the trajectory stage with a Python traceback, after DELAY seconds.
 FAILING = textwrap.dedent("""\
@@ -50,7 +51,7 @@ def failing_workdir(tmp_path: Path) -> Path:
 
 
 def session(tmp_path: Path, spec: RunSpec, model=None, **kw) -> Session:
-    return Session(spec, tmp_path / "sessions" / "s1", LocalTransport(), model, **kw)
+    return Session(spec, tmp_path / "sessions" / unique("s1"), LocalTransport(), model, **kw)
 
 
 def events(ses: Session, kind: str) -> list[dict]:
@@ -152,11 +153,13 @@ def test_an_infra_failure_is_cleaned_up_and_retried_without_the_model(tmp_path):
     shutil.copytree(TARGET, work, ignore=shutil.ignore_patterns("__pycache__", "faults"))
     port = _free_port()
     holder = subprocess.Popen([sys.executable, "-c", "import socket, time; s = socket.socket(); "
-                               f"s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(600)"])
-    (work / "holder.pid").write_text(f"{holder.pid}\n")
+                               f"s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(600)", f"holder-{port}"])
     bind = f"import socket; socket.socket().bind(('127.0.0.1', {port}))"
+    # the cleanup runs after every stop, the last one too: a `kill PID` of a holder already gone
+    # would signal whoever has that number now (another test's run, under pytest-xdist); a name
+    # is safe ([d]igit: the pattern does not match the cleanup's own shell)
     spec = spec_for(work, command=f"\"$PYTHON\" -c \"{bind}\" && exec bash run.sh",
-                    cleanup=["kill $(cat holder.pid) 2>/dev/null; true"])
+                    cleanup=[f"pkill -f 'holder-[{str(port)[0]}]{str(port)[1:]}'; true"])
     try:
         ses = session(tmp_path, spec, ScriptedModel([]))  # any model call would give up
         assert asyncio.run(ses.run()) == "passed"
@@ -219,8 +222,8 @@ def test_a_known_fix_is_applied_without_the_model_and_committed(tmp_path):
     ledger = Ledger(LocalTransport(), str(work), ses.session)
     commits = asyncio.run(ledger.attempts())
     assert [c[0] for c in commits] == [1, 2]
-    assert commits[0][2] == "harness s1 attempt 1: first run -> crash at completion"
-    assert commits[1][2] == "harness s1 attempt 2: crash at completion -> pass"
+    assert commits[0][2] == f"harness {ses.session} attempt 1: first run -> crash at completion"
+    assert commits[1][2] == f"harness {ses.session} attempt 2: crash at completion -> pass"
     diff = asyncio.run(ledger.diff(1, 2))
     assert "-  token_margin: 2048" in diff and "+  token_margin: 16384" in diff
     assert os.path.isdir(work / ".harness" / "ledger.git")
@@ -254,7 +257,7 @@ def test_keep_run_leaves_a_passing_run_alive(tmp_path):
     assert events(ses, "end")[0]["kept_run"] and processes_of(work) != []
     assert any("left running, as asked" in e["text"] for e in events(ses, "note"))
     launcher = Launcher(LocalTransport())
-    handle = asyncio.run(launcher.find(str(work), "s1-1"))
+    handle = asyncio.run(launcher.find(str(work), f"{ses.session}-1"))
     assert asyncio.run(launcher.stop(handle, grace=2)).ok and processes_of(work) == []
 
 

@@ -12,6 +12,9 @@ import pytest
 
 from test_sessions import harness
 
+# the module fixture is built once: its tests share one xdist worker
+pytestmark = pytest.mark.xdist_group("test_loop_cli")
+
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):

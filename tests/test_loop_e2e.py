@@ -22,6 +22,7 @@ from harness.session.runner import run_spec
 from harness.spec import RunSpec
 from test_minichain import PROXY_VARS, TARGET, processes_of
 from test_minichain_faults import FAULTS
+from names import unique
 
 STORY = ["04", "01", "06", "08", "10", "03", "07", "05", "09", "02"]
 DECLARED = {"08": "minichain_worker_proxy", "10": "minichain_concurrency_limit",
@@ -42,8 +43,9 @@ def test_all_ten_faults_to_a_green_chain_over_ssh(ssh_lab, tmp_path):
         "playbooks": ["minichain"], "budgets": {"wall_clock": "10m"}})
     with ScriptedServer(ScriptedModel.from_file(SCRIPT), fail=[(429, 0.05)]) as server:
         model = OpenAIModel(server.url, "scripted", "test-key")
-        ses = asyncio.run(run_spec(spec, tmp_path / "session-1", model=model))
-    journal = Journal.read(tmp_path / "session-1" / "journal.jsonl")
+        d = tmp_path / unique("session")
+        ses = asyncio.run(run_spec(spec, d, model=model))
+    journal = Journal.read(d / "journal.jsonl")
     kinds = [e["type"] for e in journal]
     assert kinds[0] == "session" and kinds[-1] == "end" and journal[-1]["reason"] == "passed", journal[-1]
 

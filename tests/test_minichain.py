@@ -12,6 +12,9 @@ import pytest
 from harness.analyze import analyze_file
 from harness.playbook import load_playbook
 
+# the module fixture is built once: its tests share one xdist worker
+pytestmark = pytest.mark.xdist_group("test_minichain")
+
 TARGET = Path(__file__).resolve().parent.parent / "fixtures" / "targets" / "minichain"
 PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"}
 

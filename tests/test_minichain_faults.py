@@ -46,10 +46,11 @@ def git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
 
 
-def run(work: Path, log: Path, limit: float = 120.0) -> tuple[int | None, float]:
+def run(work: Path, log: Path, limit: float = 120.0, env: dict | None = None) -> tuple[int | None, float]:
     """Run the copy's run.sh in its own process group, log to `log`; a run still alive after
-    `limit` seconds, or once it printed HANG_SIGN, is killed (group) and returns None."""
-    env = {k: v for k, v in os.environ.items() if k not in PROXY_VARS} | {"PYTHON": sys.executable}
+    `limit` seconds, or once it printed HANG_SIGN, is killed (group) and returns None. `env`:
+    more variables (MINICHAIN_RAY=1, RAY_ADDRESS)."""
+    env = {k: v for k, v in os.environ.items() if k not in PROXY_VARS} | {"PYTHON": sys.executable} | (env or {})
     t0 = time.monotonic()
     with log.open("w") as out:
         proc = subprocess.Popen(["bash", str(work / "run.sh")], stdout=out, stderr=subprocess.STDOUT,
@@ -92,7 +93,7 @@ def faulted(tmp_path_factory):
     return get
 
 
-def run_patched(parent: Path, patch: Path, limit: float):
+def run_patched(parent: Path, patch: Path, limit: float, env: dict | None = None):
     """A copy of minichain in parent/minichain (a neutral directory name: the log's first line
     shows the config path, and a slug such as "multiturn-no-timeout" would match the signatures
     themselves) with `patch` applied, run once: (exit code or None, seconds, log, copy)."""
@@ -101,7 +102,7 @@ def run_patched(parent: Path, patch: Path, limit: float):
     git(work, "init", "-q")
     git(work, "apply", str(patch))
     log = parent / "run.log"
-    code, took = run(work, log, limit)
+    code, took = run(work, log, limit, env)
     return code, took, log, work
 
 

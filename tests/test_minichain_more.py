@@ -24,6 +24,7 @@ from harness.session.runner import run_spec
 from harness.spec import RunSpec
 from test_minichain import PROXY_VARS, TARGET, processes_of
 from test_minichain_faults import analyse, by_fault, git, run, run_patched
+from names import unique
 
 MORE = TARGET / "faults" / "more"
 LIMIT = 60.0  # seconds before a run still going counts as hung and is killed: a bound, not a figure
@@ -128,8 +129,9 @@ def test_a_silent_compile_is_not_called_a_hang(ssh_lab, tmp_path):
                    "settle": 2, "stall": 2},
         "playbooks": ["minichain"], "budgets": {"wall_clock": "5m"}})
     model = ScriptedModel.from_file(SCRIPT)
-    ses = asyncio.run(run_spec(spec, tmp_path / "session", model=model))
-    journal = Journal.read(tmp_path / "session" / "journal.jsonl")
+    d = tmp_path / unique("session")
+    ses = asyncio.run(run_spec(spec, d, model=model))
+    journal = Journal.read(d / "journal.jsonl")
     notes = [e["text"] for e in journal if e["type"] == "note"]
     assert journal[-1]["type"] == "end" and journal[-1]["reason"] == "passed", journal[-1]
     assert any("printed nothing" in n and "use CPU" in n for n in notes), notes

@@ -21,6 +21,7 @@ from harness.session.runner import run_spec
 from harness.spec import dump_spec, load_spec
 from sshd import SshLab
 from test_minichain import processes_of
+from names import unique
 
 DRIVER = r"""#!/bin/bash
 ts() { date '+%F %T,%3N'; }
@@ -77,7 +78,7 @@ def session(spec: Path, directory: Path):
 
 def test_a_failure_only_a_worker_nodes_log_shows_is_the_root_cause_named_by_its_node(lab, tmp_path):
     spec, head, w1 = cluster(tmp_path, lab, DRIVER)
-    d = tmp_path / "session"
+    d = tmp_path / unique("session")
     session(spec, d)
     ev = Journal.read(d / "journal.jsonl")
     assert next(e for e in ev if e["type"] == "session")["nodes"] == ["w1"]
@@ -103,7 +104,7 @@ def test_a_failure_only_a_worker_nodes_log_shows_is_the_root_cause_named_by_its_
 def test_a_node_lost_mid_run_is_an_infrastructure_failure_that_names_it(lab, tmp_path):
     spec, head, w1 = cluster(tmp_path, lab, LONG, "connection: {node_grace: 3}\n")
     (w1 / "logs" / "worker.log").write_text("worker up\n")
-    d = tmp_path / "session"
+    d = tmp_path / unique("session")
     jump = lab.servers["jump"]
 
     async def go():
@@ -130,7 +131,7 @@ def test_a_node_lost_mid_run_is_an_infrastructure_failure_that_names_it(lab, tmp
 def test_a_node_that_cannot_be_reached_at_start_is_a_one_line_error_naming_it(lab, tmp_path):
     spec, _, _ = cluster(tmp_path, lab, LONG)
     spec.write_text(spec.read_text().replace("host: jump,", "host: jump, port: 9,"))
-    d = tmp_path / "session"
+    d = tmp_path / unique("session")
     with pytest.raises(Exception) as exc:
         session(spec, d)
     assert str(exc.value).startswith("node w1: ") and "\n" not in str(exc.value), exc.value

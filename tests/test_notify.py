@@ -17,6 +17,7 @@ import pytest
 from harness.notify import BODY_MAX, TITLE_MAX, Notifier, message_for
 from harness.session.journal import Journal
 from harness.session.state import State, apply
+from names import unique
 
 SID = "20261130-1012-ab12"
 SECRET = "s3cr3t-T0ken-9f8e7d"
@@ -306,9 +307,9 @@ def test_a_real_session_notifies_through_the_spec(tmp_path, endpoint, monkeypatc
         "host": "localhost", "transport": "local", "workdir": str(work), "playbooks": ["minichain"],
         "launch": {"command": "bash run.sh", "env": {"PYTHON": sys.executable}, "settle": 1},
         "notify": ["$HARNESS_TEST_NOTIFY"]})
-    ses = asyncio.run(run_spec(spec, tmp_path / "s-notify", offline=True))
+    sid = unique("s-notify")
+    ses = asyncio.run(run_spec(spec, tmp_path / sid, offline=True))
     assert ses.state.passed
-    sid = "s-notify"
     assert endpoint.titles() == [f"harness {sid}: {s} reached" for s in
                                  ("engine_start", "completion", "task_dispatch", "trajectory", "reward",
                                   "training_data", "actor_update")] + [f"harness {sid}: chain passed"]

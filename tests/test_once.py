@@ -16,6 +16,9 @@ from harness.remote.transport import HostSpec, connect
 from sshd import SshLab
 from test_sessions import wait_for
 
+# the module fixture is built once: its tests share one xdist worker
+pytestmark = pytest.mark.xdist_group("test_once")
+
 
 def sh(script: str, **kw) -> subprocess.Popen:
     return subprocess.Popen(["/bin/sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -18,6 +18,7 @@ from harness.session.journal import Journal
 from harness.session.runner import run_spec
 from harness.spec import RunSpec
 from test_minichain import PROXY_VARS, processes_of
+from names import unique
 
 FAULTS = ["04-speculative-config-without-mtp", "06-reward-split-per-character"]  # two code fixes, with edits
 
@@ -77,10 +78,10 @@ def session(tmp_path, quirk, *, actions="auto", script=None):
         d["launch"] |= {"settle": 2, "unset": sorted(PROXY_VARS)}
         d["model"]["actions"] = actions
         d["budgets"] |= {"agent_steps_per_attempt": 4}
-        asyncio.run(run_spec(RunSpec.model_validate(d), tmp_path / "session"))
+        asyncio.run(run_spec(RunSpec.model_validate(d), tmp_path / (sid := unique("session"))))
         requests = list(server.requests)
     assert processes_of(work) == []
-    return Journal.read(tmp_path / "session" / "journal.jsonl"), requests
+    return Journal.read(tmp_path / sid / "journal.jsonl"), requests
 
 
 def events(journal, kind):
@@ -210,9 +211,9 @@ def one_fault_session(tmp_path, quirk, script):
     with ScriptedServer(ScriptedModel(script), quirk=quirk) as server:
         d = spec_dict(work, server.url, "scripted", "HARNESS_TEST_KEY")
         d["launch"] |= {"settle": 2, "unset": sorted(PROXY_VARS)}
-        asyncio.run(run_spec(RunSpec.model_validate(d), tmp_path / "session"))
+        asyncio.run(run_spec(RunSpec.model_validate(d), tmp_path / (sid := unique("session"))))
         requests = list(server.requests)
-    return Journal.read(tmp_path / "session" / "journal.jsonl"), requests
+    return Journal.read(tmp_path / sid / "journal.jsonl"), requests
 
 
 def test_older_tool_outputs_are_one_line_in_a_long_attempt(tmp_path):

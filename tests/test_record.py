@@ -12,6 +12,7 @@ from harness.record import read_recording
 from harness.session.journal import Journal
 from harness.session.runner import run_spec
 from test_loop import FAILING, spec_for
+from names import unique
 
 
 def test_a_session_records_its_commands_reads_and_model_calls(tmp_path):
@@ -21,7 +22,7 @@ def test_a_session_records_its_commands_reads_and_model_calls(tmp_path):
     rules = [{"when": "No valid rounds", "replies": [
         {"calls": [{"tool": "bash", "args": {"command": "echo looked at it"}}]},
         {"calls": [{"tool": "give_up", "args": {"reason": "recorded enough"}}]}]}]
-    d = tmp_path / "session"
+    d = tmp_path / unique("session")
     ses = asyncio.run(run_spec(spec_for(work), d, model=ScriptedModel(rules)))
     assert ses.state.ended["reason"] == "gave_up"
     rec = read_recording(d / "recording.jsonl")

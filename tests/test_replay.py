@@ -23,6 +23,7 @@ from harness.session.runner import run_spec
 from harness.spec import dump_spec
 from test_loop import FAILING, LOOK_AND_RELAUNCH, spec_for
 from test_sessions import harness
+from names import unique
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sessions"
 
@@ -32,7 +33,7 @@ def recorded_session(tmp_path: Path, **spec_over) -> tuple[Path, object]:
     work.mkdir(exist_ok=True)
     (work / "run.sh").write_text(FAILING)
     spec = spec_for(work, **spec_over)
-    d = tmp_path / "sessions" / "s-replay"
+    d = tmp_path / "sessions" / unique("s-replay")
     d.mkdir(parents=True, exist_ok=True)
     (d / "spec.yaml").write_text(dump_spec(spec))
     return d, spec
@@ -51,7 +52,7 @@ def test_a_recorded_session_replays_to_the_same_end_with_the_same_calls(tmp_path
     assert (out.recorded_end, out.replayed_end, out.processes) == ("budget:relaunches", "budget:relaunches", 1)
     assert out.calls == len(read_recording(d / "recording.jsonl")) - 1  # every call but the start entry
     # the replayed journal is the recorded one, event for event, to the times (the recorded clock's)
-    assert Journal.read(tmp_path / "scratch" / "s-replay" / "journal.jsonl") == Journal.read(d / "journal.jsonl")
+    assert Journal.read(tmp_path / "scratch" / d.name / "journal.jsonl") == Journal.read(d / "journal.jsonl")
 
 
 def test_a_wall_clock_budget_ends_the_replay_where_it_ended_the_session(tmp_path):

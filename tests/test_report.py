@@ -32,6 +32,9 @@ from harness.session.ledger import Ledger
 from harness.spec import dump_spec, load_spec
 from test_loop import LOOK_AND_RELAUNCH, TARGET, failing_workdir, spec_for
 
+# the module fixture is built once: its tests share one xdist worker
+pytestmark = pytest.mark.xdist_group("test_report")
+
 HARNESS = Path(sys.executable).parent / "harness"
 CHROMIUM = "/usr/bin/chromium"
 SECRET = "hf_" + "Zq7Lm2Xp9Rt4" * 3  # a token shape redact() knows; made here so no file holds one

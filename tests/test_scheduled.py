@@ -127,6 +127,38 @@ def test_an_unreachable_jobs_api_is_one_line_before_anything_runs(tmp_path):
     assert not (tmp_path / "ran").exists()
 
 
+def test_a_head_with_token_authentication_takes_the_token_from_where_ray_keeps_it(tmp_path, monkeypatch):
+    """Ray 2.5x turns token authentication on for a head once ~/.ray/auth_token exists (any local
+    `ray.init()` writes it): without the token the launch is one line saying where to put it;
+    with RAY_AUTH_TOKEN_PATH (or ~/.ray/auth_token) the supervisor sends it."""
+    from harness.engines import LocalRay
+
+    token = "harness-test-token-" + os.urandom(8).hex()
+    (tmp_path / "token").write_text(token + "\n")
+    with LocalRay(token=token) as head:
+        monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+        monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tmp_path / "missing"))
+        monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ray/auth_token of the machine's
+
+        async def refused(t):
+            with pytest.raises(LaunchFailed) as e:
+                await launcher(t, head).launch("touch ran", workdir=str(tmp_path))
+            return str(e.value)
+        msg = local(refused)
+        assert "\n" not in msg and "token authentication" in msg and "~/.ray/auth_token" in msg, msg
+        assert not (tmp_path / "ran").exists() and token not in msg
+
+        monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tmp_path / "token"))
+
+        async def body(t):
+            lau = launcher(t, head)
+            h = await lau.launch("echo with the token; exit 4", workdir=str(tmp_path))
+            return h, await ended(lau, h, head=head)
+        h, st = local(body)
+    assert st.exit_code == 4 and "with the token" in Path(h.log_path).read_text()
+    assert token not in Path(h.log_path).read_text()
+
+
 def test_over_ssh_the_supervisor_needs_only_the_hosts_python(ray_head, ssh_lab, tmp_path):
     wd = tmp_path / "w"
     wd.mkdir()

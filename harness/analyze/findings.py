@@ -25,7 +25,7 @@ class Finding:
     cls: str = "code"
     hint: str = ""
     stage: int | None = None
-    by_process: bool = False  # `stage` comes from the failing process's name alone
+    by_context: bool = False  # `stage` comes from the failing process's name or its callers' frames alone
     role: str = "cause"
     outcome: str = "crash"
     signature: str | None = None
@@ -78,10 +78,11 @@ def finding_from_line(line: Line, sigs: list[Signature], pb: Playbook, context: 
 
 def _place(f: Finding, pb: Playbook, paths: list[list[str]], actors: list[str], exc: str, text: str) -> None:
     """The stage of a finding no signature placed: from its call path, else from the process it
-    came from (`by_process`), else from where errors of its family arise. A process that does only
+    came from (`by_context`, as when only the callers' frames — a driver's side of a RayTaskError —
+    name one), else from where errors of its family arise. A process that does only
     one stage's work (`confined_stage`) overrides another work stage its frames' words suggest."""
     f.stage = path_stage(pb, paths + [actors])
-    f.by_process = f.stage is not None and f.stage != path_stage(pb, paths)
+    f.by_context = f.stage is not None and f.stage != path_stage(pb, paths[:2])
     own = confined_stage(pb, actors)
     if own is not None and f.stage not in (None, own, STAGE_NO["engine_start"]):
         f.stage = own
@@ -107,9 +108,13 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
         zones = [(None, sig_lines)]
 
     def zone_rank(item):
-        """A zone is as telling as its exception line: a wrapper's zone ranks last."""
-        _seg, zone = item
+        """A zone is as telling as its exception line: a wrapper's zone ranks last — also when
+        the wrapper names what it wraps (`RayTaskError(ProxyError): ray::WorkerDict.run()`,
+        which a cause's pattern for ProxyError matches too) and the wrapped exception follows."""
+        seg, zone = item
         best = _best(zone[0][1])
+        if seg is not None and seg is not segs[-1] and any(s.role == "wrapper" for s in zone[0][1]):
+            return ROLE_ORDER["wrapper"]
         return ROLE_ORDER[best.role] if best else 0
 
     seg, zone = min(zones, key=zone_rank)  # min keeps the earliest among equals

@@ -83,7 +83,7 @@ def build_verdict(an, now: float | None) -> dict:
     if root is not None:
         outcome = root.outcome
         stage = root.stage
-        if stage is None or root.by_process:  # a stage under way says more than a process's name
+        if stage is None or root.by_context:  # a stage under way says more than a process's name or the callers
             stage = under_way(an, root.line_no) or stage
         # the lifecycle bounds only a stage nothing names: a path's or a signature's stands
         floor = first_pass(an.reached, root.line_no) if stage is None else 0

@@ -46,21 +46,45 @@ class Unreachable(Exception):
     """The scheduler did not answer: its message says where and what to check."""
 
 
+def ray_token() -> str:
+    """The cluster's auth token where Ray's own clients look for it: RAY_AUTH_TOKEN, the file
+    RAY_AUTH_TOKEN_PATH names, ~/.ray/auth_token ("" when there is none). Ray 2.5x enables token
+    authentication for a new `ray.init()` cluster, and for `ray start --head` once that file exists."""
+    token = os.environ.get("RAY_AUTH_TOKEN", "").strip()
+    for path in ([os.environ["RAY_AUTH_TOKEN_PATH"]] if os.environ.get("RAY_AUTH_TOKEN_PATH") else []) + [
+            os.path.expanduser("~/.ray/auth_token")]:
+        if token:
+            break
+        try:
+            with open(path, encoding="utf-8") as fh:
+                token = fh.read().strip()
+        except OSError:
+            pass
+    return token
+
+
 class Ray:
     """A Ray job through the Jobs REST API of the dashboard (what JobSubmissionClient speaks)."""
 
     def __init__(self, conf: dict):
         self.conf, self.url = conf, conf["address"].rstrip("/")
         self.id, self.log_at = conf["id"], 0
+        self.headers = {"Content-Type": "application/json"}
+        if token := ray_token():
+            self.headers["Authorization"] = f"Bearer {token}"
 
     def _call(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=self.headers)
         try:
             with NO_PROXY.open(req, timeout=30) as r:
                 return r.status, json.loads(r.read() or b"{}")
         except urllib.error.HTTPError as e:
+            if e.code in (401, 403):
+                said = "was refused" if "Authorization" in self.headers else "wants one"
+                raise Unreachable(f"the Ray Jobs API at {self.url} uses token authentication and the token "
+                                  f"{said} ({e.code}); keep the cluster's token in ~/.ray/auth_token on the host "
+                                  "(`ray get-auth-token` prints it) or point RAY_AUTH_TOKEN_PATH at it") from None
             return e.code, {"message": e.read().decode(errors="replace")[:500]}
         except (OSError, ValueError) as e:
             raise Unreachable(f"the Ray Jobs API at {self.url} did not answer ({e}); is the head running "

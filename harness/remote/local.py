@@ -20,9 +20,15 @@ def _abs(path: str) -> str:
     return os.path.join(os.path.expanduser("~"), path)  # absolute paths stay as they are
 
 
-def _killpg(pid: int, sig: int) -> None:
+def _killpg(proc, sig: int) -> None:
+    """Signal the command's process group. Once the command itself has been reaped, its number
+    is free again unless members of its group live on: a process that has that pid now is
+    another's (pid_max is often 32768; under load numbers come round within minutes), and so is
+    its group."""
+    if proc.returncode is not None and os.path.exists(f"/proc/{proc.pid}"):
+        return
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
+        os.killpg(proc.pid, sig)
 
 
 async def _pump(stream: asyncio.StreamReader, buf: bytearray) -> None:
@@ -55,12 +61,12 @@ class LocalTransport:
         except asyncio.TimeoutError:  # TERM the group, a grace, KILL what is left, collect the output
             timed_out = True
             for sig, wait in ((signal.SIGTERM, GRACE), (signal.SIGKILL, DRAIN)):
-                _killpg(proc.pid, sig)
+                _killpg(proc, sig)
                 with contextlib.suppress(asyncio.TimeoutError):  # a setsid'd grandchild may hold a pipe
                     await asyncio.wait_for(asyncio.shield(done), wait)
         finally:
             if not (finished or timed_out):  # cancelled from outside: leave nothing running
-                _killpg(proc.pid, signal.SIGKILL)
+                _killpg(proc, signal.SIGKILL)
             if not pumps.done():  # a pipe is still held open (by a setsid'd grandchild): let go of it
                 pumps.cancel()
                 done.add_done_callback(lambda f: f.cancelled() or f.exception())

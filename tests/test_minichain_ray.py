@@ -1,0 +1,50 @@
+"""minichain's Ray mode (MINICHAIN_RAY=1) on a real Ray cluster: the TaskRunner, vLLMHttpServer
+and WorkerDict actors and the reward tasks are Ray's, the prefixes and the wrappers
+(RayTaskError, ActorDiedError) are Ray's own, and the proxy of fault 08 reaches the workers
+through Ray's runtime_env. The faults break it the way they break the plain mode: the verdict
+is the same stage, category and root cause."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from test_minichain import processes_of
+from test_minichain_faults import FAULTS, HANG_LIMIT, TARGET, analyse, run, run_patched
+from test_minichain_more import got
+
+# one xdist worker runs every test that starts a Ray head or Slurm daemons, one engine at a time
+pytestmark = [pytest.mark.xdist_group("engines"), pytest.mark.slow]
+
+# the faults whose path crosses what Ray does: an actor's constructor fails (01, 04), an error in
+# an actor method (05), in a Ray task (06), an actor that hangs (07), the runtime_env's proxy (08)
+RAY_FAULTS = [f for f in FAULTS if f[0][:2] in {"01", "04", "05", "06", "07", "08"}]
+WRAPPED = re.compile(r"ray\.exceptions\.(RayTaskError|ActorDiedError)|RayTaskError\(|ActorDiedError")
+
+
+@pytest.fixture(scope="module")
+def on_ray(ray_head):
+    return {"MINICHAIN_RAY": "1", "RAY_ADDRESS": f"127.0.0.1:{ray_head.port}", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def test_healthy_run_on_ray_passes_with_rays_own_prefixes(on_ray, tmp_path):
+    log = tmp_path / "run.log"
+    code, _ = run(TARGET, log, 300, on_ray)
+    text = log.read_text()
+    verdict, _ = analyse(log)
+    assert code == 0 and verdict["outcome"] == "pass", (verdict["root_cause"], text[-3000:])
+    for actor in ("TaskRunner", "vLLMHttpServer", "WorkerDict"):
+        assert re.search(rf"\({actor} pid=\d+\)", text), actor
+
+
+@pytest.mark.parametrize("name,outcome,stage,category,text", RAY_FAULTS, ids=[f[0] for f in RAY_FAULTS])
+def test_a_fault_breaks_the_ray_mode_as_it_breaks_the_plain_one(on_ray, tmp_path, name, outcome, stage,
+                                                                 category, text):
+    code, _, log, work = run_patched(tmp_path, TARGET / "faults" / f"{name}.patch", HANG_LIMIT + 60, on_ray)
+    verdict, _ = analyse(log)
+    assert got(verdict) == (outcome, stage, category), (verdict["root_cause"], log.read_text()[-3000:])
+    assert re.search(text, verdict["root_cause"]["text"]), verdict["root_cause"]
+    if outcome == "crash":  # the error crossed actors: Ray wrapped it on its way to the driver
+        assert WRAPPED.search(log.read_text()), log.read_text()[-3000:]
+    assert processes_of(work) == []
