@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 from ..analyze import Analyzer
 from ..analyze.verdict import SILENCE, silence, under_way
+from ..analyze.timeorder import merge
 from ..chain import STAGES
+from ..errors import HostUnreachable
 from ..remote.follow import Cursor, poll
 from ..remote.launch import RunHandle
-from ..errors import HostUnreachable
 from ..remote.postmortem import gather, relabel, sections
-from ..analyze.timeorder import merge
 
 TICK = 0.25  # seconds between looks at the log
 STATUS_EVERY = 1.0  # seconds between looks at whether the run is alive
@@ -109,8 +109,10 @@ class Logs:
 
     def _feed(self, batch: list[tuple[bytes, bytes]]) -> None:
         """(prefix, data) of one or more logs, merged in timestamp order, into the analyzer."""
-        data = b"".join(prefix + ln for prefix, ln in merge(batch)) if len(batch) > 1 else \
-            b"".join(batch[0][0] + ln for ln in batch[0][1].splitlines(keepends=True)) if batch[0][0] else batch[0][1]
+        if len(batch) == 1 and not batch[0][0]:
+            data = batch[0][1]  # the run's own log alone: as it came
+        else:
+            data = b"".join(prefix + ln for prefix, ln in merge(batch))
         self.on_data(data)
         self.stages(self.an.feed(data, ts=self.ses.clock()))
 
