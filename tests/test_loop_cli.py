@@ -71,3 +71,15 @@ def test_bad_input_is_one_line(tmp_path, args, message):
     r = harness(*[str(spec) if a == "SPEC" else a for a in args], home=tmp_path / "home")
     assert r.returncode == 2 and message in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_a_broken_playbook_is_one_line_and_leaves_no_session(tmp_path):
+    (tmp_path / "bad.yaml").write_text("signatures:\n  - {id: x, regex: 'a', category: other}\n")
+    (tmp_path / "h.yaml").write_text(f"host: localhost\ntransport: local\nworkdir: {tmp_path}\n"
+                                     "launch: {command: 'true'}\nplaybooks: [bad.yaml]\n")
+    home = tmp_path / "home"
+    for extra in ([], ["--detach"]):
+        r = harness("run", str(tmp_path / "h.yaml"), "--offline", *extra, home=home)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "bad.yaml:1" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr + r.stdout
+    assert not (home / "sessions").exists() or not any((home / "sessions").iterdir())

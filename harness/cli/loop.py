@@ -43,6 +43,7 @@ def run(
     from ..spec import dump_spec, load_spec
 
     spec = load_spec(spec_path, override)
+    check_playbook(spec)
     directory = new_session(dump_spec(spec))
     if detach:
         from ..session.detach import start_background
@@ -53,6 +54,14 @@ def run(
         return
     _console().print(f"session {directory.name} ({directory}) — {spec.host}:{spec.workdir}")
     run_session_fg(directory, offline, spec)
+
+
+def check_playbook(spec) -> None:
+    """Load the spec's playbook now: a broken one is a one-line error before a session exists
+    (else it leaves a session with an empty journal behind)."""
+    from ..playbook import load_playbook
+
+    load_playbook(spec.playbooks[0] if spec.playbooks else None)
 
 
 def run_session_fg(directory: Path, offline: bool, spec=None) -> None:

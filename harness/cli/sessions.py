@@ -202,6 +202,7 @@ def nightly(
     from ..session.store import home, new_session
     from ..spec import dump_spec, load_spec
     from ..ui import SessionView
+    from .loop import check_playbook
 
     worst = 0
     for path in specs:
@@ -216,6 +217,7 @@ def nightly(
         try:
             mark_holder(fd, os.getpid())
             spec = load_spec(path)
+            check_playbook(spec)
             directory = new_session(dump_spec(spec))
             from rich.console import Console
 
