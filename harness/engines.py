@@ -121,7 +121,6 @@ class LocalRay(_Engine):
         `ray.init()` of the machine's user writes)."""
         self.system = {f"RAY_{k}": str(v) for k, v in (system or {}).items()}
         self.system |= {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token} if token else {"RAY_AUTH_MODE": "disabled"}
-        self.token = token
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         # short: Ray's unix sockets live under the temp dir (a socket path has ~107 bytes)
         self.dir = tempfile.mkdtemp(prefix="hray", dir="/tmp")
@@ -133,9 +132,7 @@ class LocalRay(_Engine):
     def start(self) -> LocalRay:
         if ray_bin() is None:
             raise BadInput("no `ray` on this machine: pip install 'harness[ray]' (ray[default])")
-        env = {**os.environ, **self.system, MARK: self.dir, "RAY_USAGE_STATS_ENABLED": "0"}
-        for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
-            env.pop(name, None)
+        env = self._env(self.dir)
         argv = [ray_bin(), "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={self.port}",
                 "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dash}", "--include-dashboard=true",
                 "--num-cpus=2", f"--temp-dir={self.dir}", "--disable-usage-stats",
@@ -151,6 +148,13 @@ class LocalRay(_Engine):
             raise BadInput(f"the local Ray head did not come up: {e}; {' '.join(said)}") from None
         return self
 
+    def _env(self, mark: str) -> dict:
+        """A Ray process's environment: the cluster's settings, the mark its stop looks for, no
+        proxy (the nodes talk to each other on loopback)."""
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")}
+        return env | self.system | {MARK: mark, "RAY_USAGE_STATS_ENABLED": "0"}
+
     def add_node(self, name: str, resources: dict | None = None) -> str:
         """A worker node of this cluster (Ray runs several nodes on one machine), with a temp dir
         of its own, as another machine's would be: its workers' and raylet's logs are there,
@@ -162,9 +166,8 @@ class LocalRay(_Engine):
         argv = [ray_bin(), "start", f"--address=127.0.0.1:{self.port}", "--block", "--node-ip-address=127.0.0.1",
                 f"--node-name={name}", "--num-cpus=1", f"--temp-dir={node_dir}", f"--resources={res}",
                 "--disable-usage-stats", *_own_ports()]
-        env = {**os.environ, **self.system, MARK: node_dir, "RAY_USAGE_STATS_ENABLED": "0"}
         with open(f"{node_dir}/start.log", "wb") as log:
-            self.nodes[name] = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+            self.nodes[name] = subprocess.Popen(argv, env=self._env(node_dir), stdout=log, stderr=subprocess.STDOUT,
                                                 start_new_session=True)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:

@@ -102,7 +102,7 @@ class RecordingTransport:
     `node` (its label), the head's none."""
 
     def __init__(self, inner, recorder: Recorder, node: str | None = None):
-        self.inner, self.rec, self.node = inner, recorder, node
+        self.inner, self.rec = inner, recorder
         self.name = inner.name
         self.tag = {"node": node} if node else {}
 

@@ -50,17 +50,16 @@ def ray_token() -> str:
     """The cluster's auth token where Ray's own clients look for it: RAY_AUTH_TOKEN, the file
     RAY_AUTH_TOKEN_PATH names, ~/.ray/auth_token ("" when there is none). Ray 2.5x enables token
     authentication for a new `ray.init()` cluster, and for `ray start --head` once that file exists."""
-    token = os.environ.get("RAY_AUTH_TOKEN", "").strip()
-    for path in ([os.environ["RAY_AUTH_TOKEN_PATH"]] if os.environ.get("RAY_AUTH_TOKEN_PATH") else []) + [
-            os.path.expanduser("~/.ray/auth_token")]:
-        if token:
-            break
+    if token := os.environ.get("RAY_AUTH_TOKEN", "").strip():
+        return token
+    for path in filter(None, (os.environ.get("RAY_AUTH_TOKEN_PATH"), os.path.expanduser("~/.ray/auth_token"))):
         try:
             with open(path, encoding="utf-8") as fh:
-                token = fh.read().strip()
+                if token := fh.read().strip():
+                    return token
         except OSError:
             pass
-    return token
+    return ""
 
 
 class Ray:
@@ -130,10 +129,8 @@ class Ray:
         if not job:
             return ""
         out = self._dead_nodes(info.get("start_time") or 0)
-        code, answer = self._call("GET", "/api/v0/actors?detail=1&limit=1000&filter_keys=job_id"
-                                  f"&filter_predicates=%3D&filter_values={job}")
-        rows = (((answer.get("data") or {}).get("result") or {}).get("result") or []) if code == 200 else []
-        for a in rows:
+        for a in self._state_rows("actors?detail=1&limit=1000&filter_keys=job_id"
+                                  f"&filter_predicates=%3D&filter_values={job}"):
             if a.get("state") != "DEAD":
                 continue
             ctx = (a.get("death_cause") or {}).get("actor_died_error_context") or {}
@@ -142,13 +139,16 @@ class Ray:
                        f"died: {why[:600]}")
         return "\n".join(out)
 
+    def _state_rows(self, query: str) -> list[dict]:
+        """The rows of a state API listing (`ray list …`); none when it does not answer."""
+        code, answer = self._call("GET", f"/api/v0/{query}")
+        return (((answer.get("data") or {}).get("result") or {}).get("result") or []) if code == 200 else []
+
     def _dead_nodes(self, since_ms: int) -> list[str]:
         """Ray nodes that died while the job ran (`ray list nodes --detail`), named by their
         custom resources (how a task is placed on a node) and address."""
-        code, answer = self._call("GET", "/api/v0/nodes?detail=1&limit=1000")
-        rows = (((answer.get("data") or {}).get("result") or {}).get("result") or []) if code == 200 else []
         out = []
-        for n in rows:
+        for n in self._state_rows("nodes?detail=1&limit=1000"):
             if n.get("state") != "DEAD" or (n.get("end_time_ms") or 0) < since_ms:
                 continue
             own = [r for r in (n.get("resources_total") or {})

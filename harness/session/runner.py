@@ -86,9 +86,7 @@ async def run_spec(spec, directory: Path, *, offline: bool = False, ui=None, mod
         return ses
     finally:
         await (ses.transport if ses else transport).close()
-        for link in (ses.nodes if ses else []):
-            await link.t.close()
-        for _, t, _ in ([] if ses else nodes):
+        for t in ([link.t for link in ses.nodes] if ses else [t for _, t, _ in nodes]):
             await t.close()
         recorder.close()
         if notifier:
