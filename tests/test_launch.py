@@ -8,6 +8,7 @@ import glob
 import importlib.util
 import os
 import signal
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -189,6 +190,40 @@ def test_stale_pid_without_exit_code_does_not_block(tmp_path):
         return await finish(lo, h)
 
     assert arun(go()).exit_code == 0
+
+
+def test_a_run_that_just_ended_stays_alive_until_its_supervisor_wrote_the_code(tmp_path):
+    """Between the run's exit and the supervisor's `put exit_code` a poll used to see a dead run
+    with no code (a Slurm test caught it under load). The supervisor here takes a second over it;
+    a live process that is not the supervisor (its pid reused) never keeps a dead run alive."""
+    boot = open("/proc/sys/kernel/random/boot_id").read()
+    rds = {}
+    for name in ("ending", "reused"):
+        rd = rds[name] = tmp_path / f".harness/runs/{name}"
+        rd.mkdir(parents=True)
+        (rd / "pid").write_text("999999999\n")
+        (rd / "boot_id").write_text(boot)
+        (rd / "wrapper.sh").write_text("sleep 1.5\nprintf '7\\n' > exit_code\n")
+    sup = subprocess.Popen(["sh", "wrapper.sh"], cwd=rds["ending"])
+    other = subprocess.Popen(["sleep", "30"])
+    (rds["ending"] / "sup").write_text(f"{sup.pid}\n")
+    (rds["reused"] / "sup").write_text(f"{other.pid}\n")
+
+    async def go():
+        lo = Launcher(await connect(HostSpec(host="localhost", transport="local")))
+        first = await lo.poll(await lo.find(str(tmp_path), "ending"))
+        reused = await lo.poll(await lo.find(str(tmp_path), "reused"))
+        sup.wait(10)
+        return first, reused, await lo.poll(await lo.find(str(tmp_path), "ending"))
+
+    try:
+        first, reused, last = arun(go())
+    finally:
+        other.kill()
+        other.wait()
+    assert (first.alive, first.exit_code) == (True, None)
+    assert (reused.alive, reused.exit_code) == (False, None)
+    assert (last.alive, last.exit_code) == (False, 7)
 
 
 def test_a_new_controller_finds_the_run_by_id(spec, tmp_path):

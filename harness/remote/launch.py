@@ -15,6 +15,7 @@ it again by id (`find`); follow `handle.log_path` with `follow.py`:
     run.log      the run's stdout and stderr, appended (the name is `log_name`)
     wrapper.log  the supervisor's own errors
     pid pgid started boot_id exit_code ended log_name    one value each, written atomically
+    sup          the supervisor's pid
 
 Every process of a run carries HARNESS_RUN_ID=<id> in its environment, so processes that left
 its process group (setsid, daemonising Ray workers) are still found, measured and stopped.
@@ -46,6 +47,7 @@ PUT = 'put() { printf "%s\\n" "$2" > "$RD/.$1.tmp" && mv -f "$RD/.$1.tmp" "$RD/$
 # The run gets its own session and group (setsid), apart from the supervisor, so stop() can
 # signal the whole tree without killing the one process that writes exit_code.
 WRAPPER = PUT + r'''
+put sup $$
 cd "$WD" || { put exit_code 127; put ended "$(date +%s)"; exit 1; }
 setsid sh "$RD/start.sh" </dev/null >>"$RD/$LOG" 2>&1 &
 wait $!
@@ -65,12 +67,17 @@ sh=$(command -v bash || echo /bin/sh)
 exec env @ENV@ "$sh" "$RD/cmd"
 '''
 
-# A run is alive when it has a pid, no exit_code, and that pid still exists in this boot.
+# A run is alive when it has a pid, no exit_code, and in this boot that pid still exists or its
+# supervisor does (the run has just ended and the supervisor is writing exit_code: without this a
+# poll in that moment would see a run that ended with no code). The supervisor's pid counts only
+# while it is still wrapper.sh, so a reused pid never keeps a dead run alive.
 ALIVE = r'''
 alive() {
   [ -s "$1/pid" ] && [ ! -e "$1/exit_code" ] || return 1
   [ "$(cat "$1/boot_id" 2>/dev/null)" = "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" ] || return 1
-  kill -0 "$(cat "$1/pid")" 2>/dev/null
+  kill -0 "$(cat "$1/pid")" 2>/dev/null && return 0
+  s=$(cat "$1/sup" 2>/dev/null) && [ -n "$s" ] && kill -0 "$s" 2>/dev/null &&
+    grep -aqs wrapper.sh "/proc/$s/cmdline" && [ ! -e "$1/exit_code" ]
 }
 '''
 
