@@ -36,6 +36,7 @@ MAX_BLOCK_LINES = 400
 @dataclass
 class Segment:
     frames: list[str] = field(default_factory=list)  # frame lines (`File "…", line N, in f`), outermost first
+    code: dict[int, str] = field(default_factory=dict)  # frame index -> the source line printed under it
     exc_no: int = 0
     exc_text: str = ""
     exc_type: str = ""
@@ -135,6 +136,11 @@ class BlockAssembler:
                 frames.insert(0, line.text.strip())
             else:
                 frames.append(line.text.strip())
+        elif (blk.state == "frames" and not blk.innermost_first and len(blk.lines) > 1
+              and FRAME.match(blk.lines[-2].text) and line.text[:1] in (" ", "\t")):
+            seg = blk.current  # the statement the frame was running (faulthandler prints none)
+            if seg.frames:
+                seg.code[len(seg.frames) - 1] = line.text.strip()
         for meth in RAY_METHOD.findall(line.text):
             blk.methods.append(meth)
 

@@ -4,12 +4,17 @@ the Ray methods it passed through, innermost first, against the playbook's `stag
 Stage hints of the playbook (regexes on frames and methods) come first in each group of names, then
 the words. Each frame gives two names — its function, then its module (`reward_manager.py in __call__` is
 a reward) —, a Ray method two too — the method, then its class. Frames of modules that only
-relay a call (the playbook's `plumbing`: Ray's `get`, asyncio, contextlib…) are skipped. Set-up
+relay a call (the playbook's `plumbing`: Ray's `get`, asyncio, contextlib…) are skipped. The source line printed under a frame adds the names it calls, as if they were
+frames inside it: `old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)` under `fit` is
+computing log-probs (a remote call's own frames are Ray's, skipped as plumbing). Set-up
 words (`weak`, engine_start's) count only when nothing on the path names a stage's work: a
 tensor built inside `compute_log_prob` is training_data, not engine_start.
 """
 
 from __future__ import annotations
+
+import builtins
+import re
 
 from ..chain import STAGE_NO
 from ..playbook import Playbook, name_words
@@ -29,6 +34,35 @@ def _names(pb: Playbook, entry: str) -> list[str]:
         return [func, module]
     cls, _, method = entry.rstrip("()").rpartition(".")
     return [method, cls] if cls else [entry]
+
+
+CALL = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
+_BUILTINS = frozenset(dir(builtins))
+
+
+def calls(code: str) -> list[str]:
+    """The functions a source line calls, as names (`x.remote(…)` names `x`; a class called is
+    an object being built, `__init__`), builtins and the exception a `raise` builds left out."""
+    if code.startswith("raise "):
+        return []
+    out = []
+    for dotted in CALL.findall(code):
+        parts = [p for p in dotted.split(".") if p and p != "remote"]
+        if not parts or parts[-1] in _BUILTINS or parts[-1] in ("self", "cls"):
+            continue
+        out.append("__init__" if parts[-1][0].isupper() and not parts[-1].isupper() else parts[-1])
+    return out
+
+
+def with_calls(pb: Playbook, frames: list[str], code: dict[int, str]) -> list[str]:
+    """A segment's frames, each followed by the calls of its source line (none in plumbing)."""
+    out = []
+    for i, fr in enumerate(frames):
+        out.append(fr)
+        m = FRAME.match(fr)
+        if i in code and m and not (pb.plumbing is not None and pb.plumbing.search(m[1])):
+            out.extend(calls(code[i]))
+    return out
 
 
 def _stage(pb: Playbook, words: tuple[str, ...]) -> tuple[int, bool] | None:

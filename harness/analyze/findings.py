@@ -10,7 +10,7 @@ from ..chain import STAGE_NO
 from ..playbook import MetricRule, Playbook, Signature
 from ..redact import redact
 from .blocks import FRAME, Block
-from .callpath import confined_stage, path_stage
+from .callpath import confined_stage, path_stage, with_calls
 from .lines import Line, canonical
 
 ROLE_ORDER = {"cause": 0, "downstream": 1, "wrapper": 2}
@@ -129,8 +129,8 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     f = _make(pb, line.no, line.text, sig, exc, {blk.proc}, max((ln.repeat for ln in blk.lines), default=1))
     if f.stage is None:  # the root's own traceback, the Ray methods, other frames, the process: for
         actors = list(dict.fromkeys(ln.actor for ln in blk.lines if ln.actor))
-        _place(f, pb, [seg.frames if seg else [], blk.methods, [fr for s in blk.segments for fr in s.frames]],
-               actors, exc, line.text)
+        _place(f, pb, [with_calls(pb, seg.frames, seg.code) if seg else [], blk.methods,
+                       [e for s in blk.segments for e in with_calls(pb, s.frames, s.code)]], actors, exc, line.text)
     if f.category == "other" and sig is None and seg is not None:
         f.category = frame_family(pb, seg.frames)
     if seg is not None and line.no == seg.exc_no and line.text == seg.exc_type and seg.frames:

@@ -1,0 +1,61 @@
+"""The stage read from a failure's call path, with the shipped playbook, on tracebacks written for
+the test (invented names: no framework's own log)."""
+
+import pytest
+
+from harness.analyze import Analyzer
+from harness.analyze.callpath import calls
+from harness.playbook import load_playbook
+
+pytestmark = pytest.mark.xdist_group("test_callpath")
+
+RAY_GET = ['  File "/venv/lib/python3.11/site-packages/ray/_private/worker.py", line 2772, in get',
+           "    values, debugger_breakpoint = worker.get_objects(object_refs, timeout=timeout)"]
+
+
+@pytest.fixture(scope="module")
+def pb():
+    return load_playbook("base")
+
+
+def stage_of(pb, lines):
+    a = Analyzer(pb)
+    a.feed(("\n".join(lines) + "\n").encode())
+    a.finish()
+    v = a.verdict()
+    return v["failed_stage"], (v["root_cause"] or {}).get("text")
+
+
+def test_the_call_a_frame_was_making_names_the_stage(pb):
+    """The innermost frame is the loop (`run_epochs`); the statement under it calls the worker
+    group's `compute_values` through Ray: the values of training data, not a start-up failure."""
+    log = ["Traceback (most recent call last):",
+           '  File "/srv/tinyrl/trainer.py", line 40, in run_epochs',
+           "    vals = self.critic_group.compute_values(batch)",
+           *RAY_GET,
+           "AttributeError: 'ShardedGroup' object has no attribute 'compute_values'"]
+    assert stage_of(pb, log)[0] == 6
+    # the same failure without the source lines has nothing to place it by: start-up
+    assert stage_of(pb, [ln for ln in log if not ln.startswith("    ")])[0] == 1
+
+
+def test_a_class_built_inside_set_up_is_set_up_not_its_words(pb):
+    """`Shuffler(…)` built while the loader is made: a loader's word would say task_dispatch;
+    an object under construction says set-up."""
+    log = ["Traceback (most recent call last):",
+           '  File "/srv/tinyrl/boot.py", line 12, in <module>',
+           "    main()",
+           '  File "/srv/tinyrl/boot.py", line 9, in main',
+           "    loader = make_loader(cfg)",
+           '  File "/srv/tinyrl/loading.py", line 30, in make_loader',
+           "    return BatchSampler(Shuffler(cfg.items), 8)",
+           "TypeError: object of type 'NoneType' has no len()"]
+    assert stage_of(pb, log)[0] == 1
+
+
+def test_what_a_source_line_calls():
+    assert calls("old = self.actor_wg.compute_log_prob(batch)") == ["compute_log_prob"]
+    assert calls("ray.get(model.async_train.remote(step))") == ["get", "async_train"]
+    assert calls("xs = set(len(a) for a in sorted(items))") == []  # builtins say nothing
+    assert calls("return DataLoader(ds, sampler=RandomSampler(ds))") == ["__init__", "__init__"]
+    assert calls("raise ValueError(compute_reward(x))") == []  # the error being built, not work
