@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Time `harness analyze --json` against `grep -E -c -f <playbook patterns>` on a generated log.
 
+The log is shaped like a real 16-rank night (bench/nightgen.py, the default) or, with
+`--shape uniform`, the older generator's (bench/loggen.py).
+
 A figure printer, not a test: it generates a deterministic multi-rank RL training log, runs
 each tool once (after warming the page cache) and prints Markdown tables to paste into the
 README: throughput at one size, then the harness's peak RSS at several sizes (memory should
@@ -24,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ere import Unconvertible, py_to_ere  # noqa: E402
 from loggen import write_log  # noqa: E402
+from nightgen import write_night  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 HARNESS = ROOT / ".venv" / "bin" / "harness"
@@ -128,11 +132,17 @@ def machine() -> str:
 
 # --- main ------------------------------------------------------------------------------------
 
+SHAPE = {"shape": "night", "ranks": 16, "error_every": 1000}  # set from the command line
+
+
 def make_log(work: Path, size_mb: int, seed: int) -> Path:
-    path = work / f"rl-run-{size_mb}mb.log"
+    path = work / f"rl-{SHAPE['shape']}-{size_mb}mb.log"
     if not path.exists():
         t0 = time.perf_counter()
-        write_log(path, size_mb * MB, seed)
+        if SHAPE["shape"] == "night":
+            write_night(path, size_mb * MB, seed, ranks=SHAPE["ranks"], error_every=SHAPE["error_every"])
+        else:
+            write_log(path, size_mb * MB, seed)
         print(f"generated {path.name} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
     subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)  # warm page cache
     return path
@@ -185,7 +195,7 @@ def run(a, work: Path) -> None:
         res["rows" if path else "mem_rows"].append(r)
         res["verdicts"].append(verdict)
         if not path and size != a.size_mb and not a.out:
-            (work / f"rl-run-{size}mb.log").unlink()
+            (work / f"rl-{SHAPE['shape']}-{size}mb.log").unlink()
     report(res)
 
 
@@ -217,7 +227,12 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=20250604)
     ap.add_argument("--out", type=Path, help="keep generated logs here instead of a temp dir")
     ap.add_argument("--gen-only", action="store_true", help="only generate the log; print its path")
+    ap.add_argument("--shape", choices=["night", "uniform"], default="night",
+                    help="night: bench/nightgen.py, a 16-rank night (default); uniform: bench/loggen.py")
+    ap.add_argument("--ranks", type=int, default=16, help="ranks of a night log")
+    ap.add_argument("--error-every", type=int, default=1000, help="one survived error in this many lines")
     a = ap.parse_args(argv)
+    SHAPE.update(shape=a.shape, ranks=a.ranks, error_every=a.error_every)
     if a.quick:
         a.size_mb, a.sizes = 100, "50,100"
     a.sizes = [int(s) for s in a.sizes.split(",") if s]

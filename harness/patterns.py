@@ -4,6 +4,7 @@ regex run only when one of its required literals is in the line (a C-speed subst
 
 from __future__ import annotations
 
+import os
 import re
 import re._constants as C  # noqa: N812  (CPython's regex parser: stable across 3.10-3.13)
 import re._parser as P  # noqa: N812
@@ -60,6 +61,39 @@ def ignores_case(pattern: str) -> bool:
         return bool(P.parse(pattern).state.flags & re.IGNORECASE)
     except re.error:
         return False
+
+
+def first_chars(pattern: str) -> frozenset[str] | None:
+    """The characters a match of `pattern` can start with, or None when any can (or it cannot
+    tell: classes such as `\\d`, optional heads, flags)."""
+    try:
+        parsed = P.parse(pattern)
+    except re.error:
+        return None
+    if parsed.state.flags & re.IGNORECASE:
+        return None
+    return _first(list(parsed))
+
+
+def _first(items) -> frozenset[str] | None:
+    for op, av in items:
+        if op is C.AT:  # ^ and \A take no character
+            continue
+        if op is C.LITERAL:
+            return frozenset(chr(av))
+        if op is C.IN:
+            if any(o is not C.LITERAL for o, _ in av):
+                return None
+            return frozenset(chr(v) for _, v in av)
+        if op is C.SUBPATTERN and av[1] == 0 and av[2] == 0:
+            return _first(av[-1])
+        if op is C.BRANCH:
+            alts = [_first(alt) for alt in av[1]]
+            return None if any(a is None for a in alts) else frozenset().union(*alts)
+        if op in (C.MAX_REPEAT, C.MIN_REPEAT) and av[0] >= 1:
+            return _first(av[2])
+        return None
+    return None
 
 
 def required_literals(pattern: str) -> list[str] | None:
@@ -126,6 +160,18 @@ def rare_start(lit: str, fold: bool) -> str:
     return lit[start:]
 
 
+def _automaton(literals: list[str]):
+    """An Aho–Corasick automaton of `literals` (ahocorasick-rs), or None: none installed, none
+    wanted (HARNESS_PURE=1), or no literals."""
+    if not literals or os.environ.get("HARNESS_PURE"):
+        return None
+    try:
+        import ahocorasick_rs
+    except ImportError:
+        return None
+    return ahocorasick_rs.AhoCorasick(literals)
+
+
 def _occurring(rx: re.Pattern, text: str) -> set[str]:
     """Every literal of a trie regex that occurs in `text`, overlapping ones included: in a
     minimal set no literal is a prefix of another, so one literal at most starts at a position.
@@ -176,6 +222,8 @@ class Matchers:
                 lits[ci].update(r or ())
         self.lits = (minimal(lits[0]), minimal(lits[1]))
         self.rx = [re.compile(trie_regex(ls)) if ls else None for ls in self.lits]
+        # the same literals found by one Aho–Corasick pass where ahocorasick-rs is there
+        self.ac = [_automaton(ls) for ls in self.lits]
         # (group, folded?, minimal literal) -> indices of the patterns it may let through
         self.owners: dict[tuple[str, int, str], list[int]] = {}
         for g, rs in reqs.items():
@@ -187,6 +235,10 @@ class Matchers:
 
     def scan(self, text: str) -> tuple[set[str], set[str]]:
         """The minimal literals present in `text` (exact, case-folded)."""
+        ac = self.ac
+        if ac[0] is not None or ac[1] is not None:
+            return (set(ac[0].find_matches_as_strings(text, overlapping=True)) if ac[0] else set(),
+                    set(ac[1].find_matches_as_strings(text.lower(), overlapping=True)) if ac[1] else set())
         return (_occurring(self.rx[0], text) if self.rx[0] else set(),
                 _occurring(self.rx[1], text.lower()) if self.rx[1] else set())
 

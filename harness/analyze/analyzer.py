@@ -19,7 +19,7 @@ from ..chain import STAGES
 from ..playbook import Playbook
 from .blocks import Block, BlockAssembler
 from .findings import Finding, finding_from_block, finding_from_line, metric_finding
-from .gate import build_gate
+from .gate import Gate, build_gate
 from .lines import Line, canonical, clean, decode, make_line
 from .metrics import HISTORY, parse_metrics, violates
 from .verdict import build_verdict
@@ -29,7 +29,7 @@ WARNING = re.compile(r"\bWARN(?:ING)?\b|\w*Warning: ")
 _EXTRA_GATES = [r"Traceback \(most recent call last\)", r"most recent call first", r'File "',
                 r"Error", r"Exception", r"Exit", r"Interrupt", r"WARN", r"Warning"]
 LAST = len(STAGES)
-_GATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # playbook -> {live marker ids: gate}
+_GATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # playbook -> {live marker ids: Gate}
 STALE_BLOCK_LINES = 64  # an open block with no continuation for this many lines is closed
 CONTEXT_LINES = 8
 TAIL_LINES = 20
@@ -80,7 +80,7 @@ class Analyzer:
             return no not in self.entered or (self.last_update or 0) > self.entered[no]
         return no not in self.reached
 
-    def _gate(self) -> re.Pattern | None:
+    def _gate(self) -> Gate | None:
         """The gate for what can still matter: the live markers, signatures, metric lines.
         Rebuilt when that set changes (a stage first reached, a step begun or ended); one
         gate per set, kept with the playbook."""
@@ -136,8 +136,7 @@ class Analyzer:
         pos, end = 0, len(region)
         while pos < end:
             if self.gate is not None and not self.blocks.open:
-                m = self.gate.search(region, pos)
-                start = region.rfind(b"\n", pos, m.start()) + 1 if m else end
+                start = self.gate.next_line(region, pos)
                 if start > pos:
                     skipped = region.count(b"\n", pos, start)
                     self.line_no += skipped

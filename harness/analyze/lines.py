@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..patterns import first_chars
+
 # CSI sequences (colours, cursor moves), OSC sequences, and lone charset selectors.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]|\x1b[=>]")
 _REPEAT = re.compile(r"\s*\[repeated (\d+)x across cluster\](?: \(Ray deduplicates logs by default\..*)?\s*$")
@@ -53,8 +55,9 @@ def peel(text: str, prefixes: list[re.Pattern]) -> tuple[str, dict[str, str], st
     peeled prefix text."""
     fields: dict[str, str] = {}
     body = text
+    by_first = _dispatch(prefixes)
     for _ in range(12):
-        for rx in prefixes:
+        for rx in by_first.get(body[:1], by_first[None]):
             m = rx.match(body)  # patterns anchor with ^, so match on the rest, not at an offset
             if m and m.end():
                 fields.update({k: v for k, v in m.groupdict().items() if v})
@@ -63,6 +66,23 @@ def peel(text: str, prefixes: list[re.Pattern]) -> tuple[str, dict[str, str], st
         else:
             break
     return body, fields, text[: len(text) - len(body)]
+
+
+_DISPATCH: dict[int, tuple[list, dict]] = {}
+
+
+def _dispatch(prefixes: list[re.Pattern]) -> dict:
+    """First character of a line -> the prefixes that can match there, in their order (None:
+    a character no prefix names; those that can start anywhere)."""
+    got = _DISPATCH.get(id(prefixes))
+    if got is not None and got[0] is prefixes:
+        return got[1]
+    firsts = [first_chars(rx.pattern) if not rx.flags & re.IGNORECASE else None for rx in prefixes]
+    named = set().union(*(f for f in firsts if f))
+    table = {ch: [rx for rx, f in zip(prefixes, firsts) if f is None or ch in f] for ch in named}
+    table[None] = [rx for rx, f in zip(prefixes, firsts) if f is None]
+    _DISPATCH[id(prefixes)] = (prefixes, table)
+    return table
 
 
 def make_line(no: int, raw: str, prefixes: list[re.Pattern]) -> Line:
