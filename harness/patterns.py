@@ -34,26 +34,44 @@ def _better(a: list[str] | None, b: list[str] | None) -> list[str] | None:
     return a if (min(map(len, a)), -len(a)) >= (min(map(len, b)), -len(b)) else b
 
 
+def _item_required(op, av) -> list[str] | None:
+    """The literals one of which every match of one parsed item holds, if it says."""
+    if op is C.SUBPATTERN and av[1] == 0 and av[2] == 0:
+        return _required(av[-1])
+    if op is C.BRANCH:
+        alts = [_required(alt) for alt in av[1]]
+        return None if any(x is None for x in alts) else sorted({lit for x in alts for lit in x})
+    if op in (C.MAX_REPEAT, C.MIN_REPEAT) and av[0] >= 1:
+        return _required(av[2])
+    if op is C.ASSERT:  # a positive look-ahead/behind must match too
+        return _required(av[1])
+    return None
+
+
 def _required(items) -> list[str] | None:
     """A set of literals one of which occurs in every match of the parsed sequence."""
     best = None
     for run in _runs(items):
         best = _better(best, [run])
     for op, av in items:
-        cand = None
-        if op is C.SUBPATTERN and av[1] == 0 and av[2] == 0:
-            cand = _required(av[-1])
-        elif op is C.BRANCH:
-            alts = [_required(alt) for alt in av[1]]
-            cand = None if any(x is None for x in alts) else sorted({lit for x in alts for lit in x})
-        elif op in (C.MAX_REPEAT, C.MIN_REPEAT) and av[0] >= 1:
-            cand = _required(av[2])
-        elif op is C.ASSERT:  # a positive look-ahead/behind must match too
-            cand = _required(av[1])
-        best = _better(best, cand)
+        best = _better(best, _item_required(op, av))
     if best is not None and min(map(len, best)) < MIN_LIT:
         return None
     return best
+
+
+def required_sets(pattern: str) -> list[list[str]]:
+    """Every literal set the top level of `pattern` requires one of (lower-cased when it ignores
+    case): text lacking all of one set cannot match. The gate scans for one set; the others
+    confirm a line it finds."""
+    try:
+        parsed = P.parse(pattern)
+    except re.error:
+        return []
+    items = list(parsed)
+    sets = [[run] for run in _runs(items)] + [x for op, av in items if (x := _item_required(op, av))]
+    fold = bool(parsed.state.flags & re.IGNORECASE)
+    return [sorted({x.lower() for x in st}) if fold else st for st in sets if min(map(len, st)) >= MIN_LIT]
 
 
 def ignores_case(pattern: str) -> bool:

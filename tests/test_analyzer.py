@@ -228,3 +228,20 @@ def test_a_runtime_warning_alone_does_not_make_a_finished_run_a_crash():
         "(WorkerDict pid=7) /x/numpy/core/_methods.py:206: RuntimeWarning: invalid value encountered in divide\n"
     v, _ = run(pb, log)
     assert v["outcome"] == "pass" and v["root_cause"] is None
+
+
+def test_context_shows_a_repeated_line_the_same_whether_it_was_looked_at_or_skipped(pb):
+    """Ray's `[repeated Nx across cluster]` stays in the context (how widespread a line was),
+    for a line the gate skipped as for one it looked at (a marker's)."""
+    log = ("(WorkerDict pid=1) loading shards [repeated 7x across cluster]\n"
+           "(WorkerDict pid=1) init engine (profile, create kv cache, warmup model) took 3.0 seconds"
+           " [repeated 3x across cluster]\n"
+           "(WorkerDict pid=2) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    for fast in (True, False):
+        a = Analyzer(pb, fast=fast)
+        a.feed(log.encode())
+        a.finish()
+        f = next(iter(a.findings.values()))
+        assert f.context[-2:] == ["(WorkerDict pid=1) loading shards [repeated 7x across cluster]",
+                                  "(WorkerDict pid=1) init engine (profile, create kv cache, warmup model) took"
+                                  " 3.0 seconds [repeated 3x across cluster]"], (fast, f.context)

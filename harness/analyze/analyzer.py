@@ -20,11 +20,11 @@ from ..playbook import Playbook
 from .blocks import Block, BlockAssembler
 from .findings import Finding, finding_from_block, finding_from_line, metric_finding
 from .gate import Gate, build_gate
-from .lines import Line, canonical, clean, decode, make_line
+from .lines import Line, as_shown, canonical, decode, make_line, shown
 from .metrics import HISTORY, parse_metrics, violates
 from .verdict import build_verdict
 
-WARNING = re.compile(r"\bWARN(?:ING)?\b|\w*Warning: ")
+WARNING = re.compile(r"\bWARN(?:ING)?\b|Warning: ")  # a boolean test: `\w*Warning: ` would crawl
 # Lines that any analysis may need, besides the playbook's own patterns.
 _EXTRA_GATES = [r"Traceback \(most recent call last\)", r"most recent call first", r'File "',
                 r"Error", r"Exception", r"Exit", r"Interrupt", r"WARN", r"Warning"]
@@ -168,11 +168,11 @@ class Analyzer:
     @property
     def context(self) -> list[str]:
         """The lines just before the current one."""
-        return [x if isinstance(x, str) else clean(decode(x)) for x in list(self.recent)[-CONTEXT_LINES:]]
+        return [x if isinstance(x, str) else shown(x) for x in list(self.recent)[-CONTEXT_LINES:]]
 
     @property
     def tail(self) -> list[str]:
-        return [x if isinstance(x, str) else clean(decode(x)) for x in self.recent]
+        return [x if isinstance(x, str) else shown(x) for x in self.recent]
 
     # ------------------------------------------------------------------ one line
 
@@ -180,7 +180,7 @@ class Analyzer:
         text = line.text
         found = self.pb.match.scan(text)
         if self.pb.match.first("noise", text, found) is not None:
-            self._keep(line.prefix + text)  # context and tail hold noise too; the digest drops it
+            self._keep(as_shown(line))  # context and tail hold noise too; the digest drops it
             return
         sigs = self.pb.match.matches("signature", text, found)
         closed, consumed = self.blocks.feed(line, bool(sigs))
@@ -198,7 +198,7 @@ class Analyzer:
                 self._warning(line)
         elif line.proc in self.blocks.open and self.blocks.open[line.proc].start_no == line.no:
             self.blocks.open[line.proc].context = self.context
-        self._keep(line.prefix + text)
+        self._keep(as_shown(line))
 
     def _age_blocks(self, proc: str) -> None:
         """Close blocks whose process went quiet: their continuation will not come."""

@@ -85,6 +85,20 @@ def _dispatch(prefixes: list[re.Pattern]) -> dict:
     return table
 
 
+def shown(raw: bytes) -> str:
+    """A line the gate skipped as the context shows a looked-at one (`as_shown`)."""
+    text = clean(decode(raw))
+    if "[repeated" in text and (m := _REPEAT.search(text)):
+        return f"{text[: m.start()]} [repeated {m.group(1)}x across cluster]"
+    return text
+
+
+def as_shown(line: "Line") -> str:
+    """A line as context and tail show it: its prefix, its text and Ray's repeat count."""
+    text = line.prefix + line.text
+    return text if line.repeat == 1 else f"{text} [repeated {line.repeat}x across cluster]"
+
+
 def make_line(no: int, raw: str, prefixes: list[re.Pattern]) -> Line:
     text = clean(raw)
     repeat = 1
