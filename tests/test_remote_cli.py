@@ -79,7 +79,7 @@ def test_trust_asks_on_a_terminal(ssh_lab, tmp_path):
 
 def test_bench_remote_prints_the_documented_json(ssh_lab):
     r = harness("bench", "remote", "--host", "box", "--ssh-config", ssh_lab.ssh_config,
-                "--known-hosts", ssh_lab.known_hosts, "-n", "5", "--json")
+                "--known-hosts", ssh_lab.known_hosts, "-n", "5", "--catch-up-mb", "4", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["transport"] == "asyncssh"
@@ -87,6 +87,7 @@ def test_bench_remote_prints_the_documented_json(ssh_lab):
         assert out["ops"][op]["p50_ms"] > 0 and out["ops"][op]["p95_ms"] >= out["ops"][op]["p50_ms"]
     assert out["baseline"]["exec_channel_per_command"]["p50_ms"] > 0
     assert out["follow_latency_ms"]["p50"] > 0
+    assert out["catch_up"]["mb"] == 4 and out["catch_up"]["mb_per_s"] > 0
 
 
 def test_bad_spec_is_one_line_with_file_line_and_field(tmp_path):

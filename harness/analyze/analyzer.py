@@ -58,7 +58,9 @@ class Analyzer:
         self.entered: dict[int, int] = {}  # stage no -> line of its latest `during` marker
         self.last_update: int | None = None  # line of the latest actor-update marker
         self.findings: dict[str, Finding] = {}
-        self.metrics: list[dict] = []
+        self.metric_steps = 0  # metric lines parsed; each metric's first and latest value (memory stays flat)
+        self.metric_first: dict[str, float] = {}
+        self.metric_last: dict[str, float] = {}
         self._history: dict[str, deque] = {}  # the last HISTORY finite values of each metric
         self.warnings: dict[str, list] = {}  # canonical -> [first line no, text, count]
         # The last lines read (raw bytes for lines the gate skipped, decoded only when used).
@@ -240,7 +242,11 @@ class Analyzer:
         values = parse_metrics(line.text, self.pb.metric_keys)
         if not values:
             return True
-        self.metrics.append(values)
+        self.metric_steps += 1
+        for name, value in values.items():
+            if name != "step":
+                self.metric_first.setdefault(name, value)
+                self.metric_last[name] = value
         self._events.append(Event("metric", line.no, line.text, None, values))
         healthy = True
         for rule in self.pb.source.metric_rules:

@@ -119,19 +119,18 @@ def build_verdict(an, now: float | None) -> dict:
         "stages": stages,
         "root_cause": rc,
         "findings": [f.to_dict() for f in findings[:20]],
-        "metrics": _metrics_summary(an.metrics),
+        "metrics": _metrics_summary(an),
         "warnings": [{"line_no": w[0], "text": redact(w[1]), "count": w[2]} for w in list(an.warnings.values())[:20]],
         "lines": an.line_no,
     }
 
 
-def _metrics_summary(rows: list[dict]) -> dict:
-    if not rows:
+def _metrics_summary(an) -> dict:
+    if not an.metric_steps:
         return {"steps": 0, "last": {}}
-    names = sorted({k for r in rows for k in r if k != "step"})
-    series = {k: [r[k] for r in rows if k in r] for k in names}
-    return {"steps": len(rows), "last": {k: v[-1] for k, v in series.items()},
-            "first": {k: v[0] for k, v in series.items()}}
+    names = sorted(an.metric_last)
+    return {"steps": an.metric_steps, "last": {k: an.metric_last[k] for k in names},
+            "first": {k: an.metric_first[k] for k in names}}
 
 
 def jsonable(x):

@@ -85,10 +85,11 @@ def bench_remote(
     transport: str = typer.Option("asyncssh", "--transport", help="asyncssh | paramiko | local."),
     ssh_config: Optional[str] = typer.Option(None, "--ssh-config", help="ssh config file (default ~/.ssh/config)."),
     known_hosts: Optional[str] = typer.Option(None, "--known-hosts", help="known_hosts file."),
-    n: int = typer.Option(300, "-n", min=2, help="Timed repetitions per operation."),
+    n: int = typer.Option(300, "-n", min=2, help="Timed repetitions per operation (lines followed: up to 100)."),
+    catch_up_mb: int = typer.Option(256, "--catch-up-mb", min=0, help="MiB of log a follower catches up on (0: skip)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """p50/p95 of run `true`, read 4 KB, stat, a channel per command, and follow latency."""
+    """p50/p95 of run `true`, read 4 KB, stat, a channel per command, follow latency, catch-up."""
     import asyncio
 
     from ..remote.latency import bench
@@ -96,7 +97,8 @@ def bench_remote(
 
     if transport not in ("asyncssh", "paramiko", "local"):
         raise BadInput(f"unknown transport {transport!r}; use asyncssh, paramiko or local")
-    out = asyncio.run(bench(HostSpec(host, transport=transport, ssh_config=ssh_config, known_hosts=known_hosts), n))
+    out = asyncio.run(bench(HostSpec(host, transport=transport, ssh_config=ssh_config, known_hosts=known_hosts), n,
+                            follow_n=max(2, min(100, n)), catch_up_mb=catch_up_mb))
     if as_json:
         typer.echo(json.dumps(out, indent=2))
         return
@@ -104,6 +106,8 @@ def bench_remote(
         typer.echo(f"{op:28} p50 {st['p50_ms']:8.2f} ms   p95 {st['p95_ms']:8.2f} ms")
     fl = out["follow_latency_ms"]
     typer.echo(f"{'follow latency':28} p50 {fl['p50']:8.2f} ms   p95 {fl['p95']:8.2f} ms")
+    if cu := out.get("catch_up"):
+        typer.echo(f"{'catch-up after a reconnect':28} {cu['mb_per_s']:8.1f} MB/s ({cu['mb']} MB in {cu['seconds']:.2f} s)")
 
 
 def register(app: typer.Typer) -> None:

@@ -3,7 +3,9 @@ soon after they are written; truncation and rotation are noticed; the offset is 
 to store, so a follow resumed after a reconnect neither loses nor repeats a byte.
 
 Polling (stat, then read from the offset) over the transport's open connection: with the
-persistent SFTP session a poll costs about a millisecond, so 0.2 s keeps latency well under 1 s.
+persistent SFTP session a poll costs about a millisecond (one stat when nothing is new), so
+`follow_host` looks every 0.03 s (a line reaches the caller within ~35 ms on a LAN) and, while a
+backlog is there (after a reconnect), reads on without pausing.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Chunk:
     offset: int  # byte offset of `data` in the file
     data: bytes  # whole lines (ends with a newline), or the final partial line at `flush`
     reset: str = ""  # "truncated" or "rotated" when the file started over before this chunk
+    more: bool = False  # the read was capped at max_bytes: more is there already (catching up)
 
 
 async def poll(t: Transport, cur: Cursor, max_bytes: int = 8 << 20) -> Chunk | None:
@@ -57,7 +60,7 @@ async def poll(t: Transport, cur: Cursor, max_bytes: int = 8 << 20) -> Chunk | N
     cut = data.rfind(b"\n") + 1
     if cut == 0:
         return Chunk(cur.path, cur.offset, b"", reset) if reset else None
-    chunk = Chunk(cur.path, cur.offset, data[:cut], reset)
+    chunk = Chunk(cur.path, cur.offset, data[:cut], reset, more=st.size - cur.offset > max_bytes)
     cur.offset += cut
     return chunk
 
@@ -76,7 +79,7 @@ async def follow(t: Transport, cursors: list[Cursor], interval: float = 0.2, sto
             pass
 
 
-async def follow_host(spec, cursors: list[Cursor], interval: float = 0.2, stop: asyncio.Event | None = None,
+async def follow_host(spec, cursors: list[Cursor], interval: float = 0.03, stop: asyncio.Event | None = None,
                       backoff: tuple[float, float] = (0.1, 5.0), max_failures: int | None = None):
     """Like `follow`, on a host of its own connection that survives being lost (network drop,
     sshd restart, a sleeping laptop): reconnect with backoff, resume from the cursors. The
@@ -92,11 +95,13 @@ async def follow_host(spec, cursors: list[Cursor], interval: float = 0.2, stop: 
             try:
                 if t is None:
                     t = await connect(spec)
+                more = False
                 for cur in cursors:
                     chunk = await poll(t, cur)
                     if chunk is not None:
+                        more |= chunk.more
                         yield chunk
-                delay, failures, pause = backoff[0], 0, interval
+                delay, failures, pause = backoff[0], 0, 0 if more else interval  # catching up: at once
             except HostKeyError:
                 raise
             except TransportError:
@@ -121,7 +126,7 @@ async def _close(t) -> None:
             pass
 
 
-async def follow_hosts(hosts: list[tuple[object, list[Cursor]]], interval: float = 0.2,
+async def follow_hosts(hosts: list[tuple[object, list[Cursor]]], interval: float = 0.03,
                        stop: asyncio.Event | None = None, **kw):
     """Follow logs on several hosts at once: yields (host spec, Chunk) as they come, each host
     on its own resilient connection (`follow_host`)."""

@@ -40,6 +40,7 @@ from .transport import ENV_NAME, CommandResult, FileStat, HostSpec, checked
 
 POOL_IDLE, MAX_CHANNELS = 8, 8  # shells kept open; concurrent commands (sshd MaxSessions is 10)
 _NET = (OSError, EOFError, paramiko.SSHException)
+SFTP_WINDOW, SFTP_PACKET = 64 << 20, 256 << 10  # the defaults (2 MiB, 32 KiB) read a backlog at ~20 MB/s
 
 
 
@@ -313,7 +314,8 @@ class ParamikoTransport:
         with self._sftp_lock:  # paramiko's SFTPClient loses replies when threads share it
             try:
                 if self._sftp is None:
-                    self._sftp = self._ssh.open_sftp()
+                    self._sftp = paramiko.SFTPClient.from_transport(  # a wide window: reads of a backlog at speed
+                        self._ssh.get_transport(), window_size=SFTP_WINDOW, max_packet_size=SFTP_PACKET)
                 return op(self._sftp, path, *args)
             except FileNotFoundError:
                 raise

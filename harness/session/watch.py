@@ -21,6 +21,7 @@ from ..remote.launch import RunHandle
 from ..remote.postmortem import gather, relabel, sections
 
 TICK = 0.25  # seconds between looks at the log
+CATCH_UP = 64 << 20  # bytes of one log read in one look while it is behind (a backlog after a drop)
 STATUS_EVERY = 1.0  # seconds between looks at whether the run is alive
 BUSY_CPU = 0.05  # CPU seconds per second of wall time that count as "still working"
 QUIET = 2.0  # seconds without a line after which an open error block is complete
@@ -63,9 +64,11 @@ class Logs:
             if node is not None and node.lost:
                 continue
             try:
+                taken = 0
                 while (chunk := await poll(t, cur)) and chunk.data:
                     got.setdefault(i, []).append(chunk.data)
-                    if not final:
+                    taken += len(chunk.data)
+                    if not final and (not chunk.more or taken >= CATCH_UP):
                         break
                 if final and await t.stat(cur.path):
                     if rest := await t.read(cur.path, cur.offset):
