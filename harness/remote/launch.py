@@ -45,23 +45,26 @@ PUT = 'put() { printf "%s\\n" "$2" > "$RD/.$1.tmp" && mv -f "$RD/.$1.tmp" "$RD/$
 # The supervisor. It runs detached (setsid nohup, every fd redirected) so it outlives the
 # controller's connection, and it stays the run's parent so it can record how the run ended.
 # The run gets its own session and group (setsid), apart from the supervisor, so stop() can
-# signal the whole tree without killing the one process that writes exit_code.
+# signal the whole tree without killing the one process that writes exit_code (last: a run
+# with an exit_code has its ended too).
 WRAPPER = PUT + r'''
-put sup $$
-cd "$WD" || { put exit_code 127; put ended "$(date +%s)"; exit 1; }
+printf '%s\n' $$ > "$RD/sup"
+cd "$WD" || { put ended "$(date +%s)"; put exit_code 127; exit 1; }
 setsid sh "$RD/start.sh" </dev/null >>"$RD/$LOG" 2>&1 &
 wait $!
-put exit_code $?
+rc=$?
 put ended "$(date +%s)"
+put exit_code $rc
 '''
 
 # The run's session leader, so $$ is both its pid and its pgid. boot_id: after a reboot an old
-# pid may belong to another process. pid is written last: launch() waits for it, and then the
-# others exist too. bash when there is one: launch scripts often `source` a toolkit's env.
+# pid may belong to another process. pid is written last, atomically: launch() waits for it,
+# and then the others are whole (so they need no rename of their own). bash when there is one:
+# launch scripts often `source` a toolkit's env.
 START = PUT + r'''
-put pgid $$
-put started "$(date +%s)"
-put boot_id "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"
+printf '%s\n' $$ > "$RD/pgid"
+printf '%s\n' "$(date +%s)" > "$RD/started"
+b=; read -r b < /proc/sys/kernel/random/boot_id 2>/dev/null; printf '%s\n' "$b" > "$RD/boot_id"
 put pid $$
 sh=$(command -v bash || echo /bin/sh)
 exec env @ENV@ "$sh" "$RD/cmd"
@@ -71,13 +74,14 @@ exec env @ENV@ "$sh" "$RD/cmd"
 # supervisor does (the run has just ended and the supervisor is writing exit_code: without this a
 # poll in that moment would see a run that ended with no code). The supervisor's pid counts only
 # while it is still wrapper.sh, so a reused pid never keeps a dead run alive.
+# (`read` rather than `$(cat …)`: a poll forks nothing while the run lives.)
 ALIVE = r'''
+val() { v=; read -r v < "$1" 2>/dev/null; [ -n "$v" ]; }
 alive() {
   [ -s "$1/pid" ] && [ ! -e "$1/exit_code" ] || return 1
-  [ "$(cat "$1/boot_id" 2>/dev/null)" = "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" ] || return 1
-  kill -0 "$(cat "$1/pid")" 2>/dev/null && return 0
-  s=$(cat "$1/sup" 2>/dev/null) && [ -n "$s" ] && kill -0 "$s" 2>/dev/null &&
-    grep -aqs wrapper.sh "/proc/$s/cmdline" && [ ! -e "$1/exit_code" ]
+  val "$1/boot_id"; b=$v; val /proc/sys/kernel/random/boot_id; [ "$b" = "$v" ] || return 1
+  val "$1/pid" && kill -0 "$v" 2>/dev/null && return 0
+  val "$1/sup" && kill -0 "$v" 2>/dev/null && grep -aqs wrapper.sh "/proc/$v/cmdline" && [ ! -e "$1/exit_code" ]
 }
 '''
 
@@ -98,21 +102,22 @@ printf '%s\n' "$LOG" > "$R/log_name" && printf '%s\n' "$CLAIMANT" > "$R/.claim" 
 # Start the supervisor detached from this command's session and fds, then wait (bounded) for
 # the run to write its pid: one round trip, and launch returns as soon as the run exists.
 # `mkdir detached` makes it idempotent: sent again, it waits for the run the first one started.
-DETACH = r'''
+STATE = r'''
+cd -P . && echo "dir=$PWD"
+for f in pid pgid started exit_code ended log_name; do val $f && echo "$f=$v"; done
+alive . && echo alive=1
+true
+'''
+
+# ... and print its state as STATUS does, so that launch needs no second look.
+DETACH = ALIVE + r'''
 cd "$RD" || exit 4
 if mkdir detached 2>/dev/null; then setsid nohup sh wrapper.sh </dev/null >>wrapper.log 2>&1 & fi
 i=0
 while [ ! -s pid ] && [ ! -e exit_code ] && [ $i -lt $TRIES ]; do sleep 0.01; i=$((i+1)); done
-[ -s pid ]
-'''
+''' + STATE
 
-STATUS = ALIVE + r'''
-cd "$RD" 2>/dev/null || exit 4
-echo "dir=$(pwd -P)"
-for f in pid pgid started exit_code ended log_name; do [ -s $f ] && echo "$f=$(cat $f)"; done
-alive . && echo alive=1
-true
-'''
+STATUS = ALIVE + 'cd "$RD" 2>/dev/null || exit 4\n' + STATE
 
 # After a stop: give the supervisor a moment (bounded) to record how the run ended.
 ENDED = 'i=0; while [ ! -e "$RD/exit_code" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done\n'
@@ -191,6 +196,18 @@ def _num(s: str | None, kind=int):
         return None
 
 
+def _fields(stdout: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in stdout.splitlines() if "=" in line)
+
+
+def _handle(run_id: str, s: dict[str, str]) -> RunHandle | None:
+    """The handle of a run from the state STATUS prints (None without its directory)."""
+    if "dir" not in s:
+        return None
+    return RunHandle(run_id, s["dir"].rsplit(f"/{RUNS}/", 1)[0], _num(s.get("pid")), _num(s.get("pgid")),
+                     _num(s.get("started"), float), s.get("log_name") or "run.log")
+
+
 def _env_args(run_id: str, env: dict[str, str], unset: Sequence[str]) -> str:
     for name in [*env, *unset]:
         if not ENV_NAME.match(name):
@@ -229,8 +246,8 @@ class Launcher:
         await self.t.write(f"{rd}/start.sh", (head + START.replace("@ENV@", env_args)).encode(), mode=0o700)
         await self.t.write(f"{rd}/wrapper.sh", (head + WRAPPER).encode(), mode=0o700)
         tries = max(1, int(self.start_timeout / 0.01))
-        await self._sh(DETACH, timeout=self.start_timeout + 30, RD=rd, TRIES=tries)
-        handle = await self.find(wd, run_id)
+        r = await self._sh(DETACH, timeout=self.start_timeout + 30, RD=rd, TRIES=tries)
+        handle = _handle(run_id, _fields(r.stdout)) if r.ok else None
         if handle is None or handle.pid is None:
             raise LaunchFailed(f"run {run_id} did not start within {self.start_timeout:g}s: "
                                f"see {rd}/wrapper.log and {rd}/{log_name}")
@@ -261,18 +278,14 @@ class Launcher:
             return None
         if not r.ok:
             raise CommandFailed(r)
-        return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+        return _fields(r.stdout)
 
     async def find(self, workdir: str, run_id: str) -> RunHandle | None:
         """The run `run_id` in `workdir` (left by this or an earlier controller), or None."""
         if not _ID.match(run_id):
             raise BadInput(f"run id {run_id!r} must be a plain file name")
         s = await self._status(f"{_rel(workdir)}/{RUNS}/{run_id}")
-        if s is None:
-            return None
-        workdir = s["dir"].rsplit(f"/{RUNS}/", 1)[0]
-        return RunHandle(run_id, workdir, _num(s.get("pid")), _num(s.get("pgid")),
-                         _num(s.get("started"), float), s.get("log_name") or "run.log")
+        return None if s is None else _handle(run_id, s)
 
     async def poll(self, handle: RunHandle) -> RunStatus:
         s = await self._status(handle.run_dir) or {}
@@ -285,11 +298,14 @@ class Launcher:
         if handle.pgid is None:  # a handle found before the run wrote its state
             handle = await self.find(handle.workdir, handle.run_id) or handle
         report = StopReport()
+        ended = shell_vars(RD=handle.run_dir) + ENDED
+        if not cleanup:  # one command: TERM, KILL, sweep, wait for the exit code
+            await procs.sweep(self.t, handle.pgid, handle.run_id, report, after=ended, grace=grace)
+            return report
         await procs.terminate(self.t, handle.pgid, handle.run_id, grace, report)
         for cmd in cleanup:
             report.cleanup.append(await self.t.run(self.once(cmd), cwd=handle.workdir, timeout=self.timeout))
-        await procs.sweep(self.t, handle.pgid, handle.run_id, report)
-        await self._sh(ENDED, RD=handle.run_dir)
+        await procs.sweep(self.t, handle.pgid, handle.run_id, report, after=ended)
         return report
 
     async def evidence(self, handle: RunHandle) -> str:

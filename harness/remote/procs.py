@@ -69,19 +69,30 @@ members() {
 
 # signal SIG: to the whole group at once (nothing forks past it), then to every member,
 # escapees included; prints "SIG pid" for each process reached. settle N: wait, bounded
-# (N tenths of a second), until no member is left.
+# (N hundredths of a second), until no member is left; looking again after 0.02, 0.05, 0.1 s,
+# then every 0.2 s, so a run that goes at once is seen gone at once without a busy loop.
 SIGNAL = MEMBERS + r'''
 signal() {
   pids=$(members)
   ours && kill -"$1" -- -"$PGID" 2>/dev/null
   for p in $pids; do kill -"$1" "$p" 2>/dev/null && echo "$1 $p"; done
 }
-settle() { i=0; while [ -n "$(members)" ] && [ $i -lt "$1" ]; do sleep 0.1; i=$((i+1)); done; }
+settle() {
+  i=0; d=0.02; n=2
+  while [ -n "$(members)" ] && [ $i -lt "$1" ]; do
+    sleep $d; i=$((i + n))
+    case $d in 0.02) d=0.05; n=5 ;; 0.05) d=0.1; n=10 ;; 0.1) d=0.2; n=20 ;; esac
+  done
+}
 '''
 # A run that already ended (the usual case after a crash) costs one scan of /proc, not four.
-TERMINATE = SIGNAL + '[ -n "$(members)" ] || exit 0; signal TERM; settle "$TRIES"; signal KILL; settle 50\n'
-SWEEP = SIGNAL + '''left=$(members); [ -n "$left" ] && { signal KILL; settle 50; left=$(members); }
+_TERM = 'signal TERM; settle "$TRIES"; signal KILL; settle 500\n'
+_SWEEP = '''left=$(members); [ -n "$left" ] && { signal KILL; settle 500; left=$(members); }
 echo "left $(echo $left)"\n'''
+TERMINATE = SIGNAL + '[ -n "$(members)" ] || exit 0; ' + _TERM
+SWEEP = SIGNAL + _SWEEP
+# A stop with no cleanup between: both in one command (then `after`, the caller's own lines)
+STOP = SIGNAL + 'if [ -n "$(members)" ]; then ' + _TERM.strip() + '; fi\n' + _SWEEP
 
 # CPU ticks of the run's processes, sampled twice INTERVAL apart in one command. Fields 14-17
 # of /proc/PID/stat are utime stime cutime cstime; the last two hold children already reaped,
@@ -131,13 +142,19 @@ def _vars(pgid: int | None, run_id: str, **kv) -> str:
 
 async def terminate(t: Transport, pgid: int | None, run_id: str, grace: float, report: StopReport) -> None:
     """TERM every process of the run, wait up to `grace` s for them to go, KILL the rest."""
-    r = await t.run(_vars(pgid, run_id, TRIES=max(1, int(grace * 10))) + TERMINATE, timeout=grace + 60)
+    r = await t.run(_vars(pgid, run_id, TRIES=max(1, int(grace * 100))) + TERMINATE, timeout=grace + 60)
     report.add(r.stdout)
 
 
-async def sweep(t: Transport, pgid: int | None, run_id: str, report: StopReport) -> None:
-    """KILL whatever of the run is (still, or again) there; record what could not be killed."""
-    r = await t.run(_vars(pgid, run_id) + SWEEP, timeout=60)
+async def sweep(t: Transport, pgid: int | None, run_id: str, report: StopReport, *, after: str = "",
+                grace: float | None = None) -> None:
+    """KILL whatever of the run is (still, or again) there; record what could not be killed.
+    With `grace`, TERM it first as `terminate` does, in the same command. `after`: shell lines
+    run next in that command (their variables set by the caller)."""
+    if grace is None:
+        r = await t.run(_vars(pgid, run_id) + SWEEP + after, timeout=60)
+    else:
+        r = await t.run(_vars(pgid, run_id, TRIES=max(1, int(grace * 100))) + STOP + after, timeout=grace + 120)
     if "left" not in r.stdout:
         raise CommandFailed(r)
     report.add(r.stdout)

@@ -133,6 +133,10 @@ class Ledger:
         self.git_dir = f"{self.workdir.rstrip('/')}/{LEDGER}"
         self.exclude = (*ALWAYS_EXCLUDED, *exclude)
         self._ready = False
+        # What this ledger wrote, kept: the controller holding the session's lock is its refs' only
+        # writer, so after one listing it needs no other (a new Ledger, on resume, lists again).
+        self._rows: list[tuple[int, str, str]] | None = None
+        self._trees: dict[int, str] = {}  # attempt -> the tree its snapshot committed
 
     # ------------------------------------------------------------------ the public calls
     async def snapshot(self, attempt: int, message: str) -> str:
@@ -143,13 +147,23 @@ class Ledger:
         earlier = [sha for n, sha, _ in await self.attempts() if n < attempt]
         tree = await self._stage("")
         r = await self._sh(COMMIT, "commit", T=tree, P=earlier[-1] if earlier else "", MSG=message, REF=ref)
-        return r.stdout.strip()
+        sha = r.stdout.strip()
+        self._remember(attempt, sha, message)
+        self._trees[attempt] = tree
+        return sha
 
     async def annotate(self, attempt: int, message: str) -> str:
         """Give attempt `attempt` a new message (same tree, same parent); returns the new sha."""
         self._sha(await self.attempts(), attempt)
         r = await self._sh(ANNOTATE, "annotate", REF=self._ref(attempt), MSG=message)
-        return r.stdout.strip()
+        sha = r.stdout.strip()
+        self._remember(attempt, sha, message)
+        return sha
+
+    def _remember(self, attempt: int, sha: str, message: str) -> None:
+        if self._rows is not None and sha:
+            self._rows = sorted([row for row in self._rows if row[0] != attempt]
+                                + [(attempt, sha, message.split("\n", 1)[0])])
 
     async def changed_since(self, attempt: int) -> bool:
         """Whether the workdir differs from attempt `attempt`'s snapshot (True when it has none)."""
@@ -158,8 +172,9 @@ class Ledger:
             return True
         await self._init()
         tree = await self._stage("")
-        r = await self._sh('g rev-parse "$C^{tree}"\n', "diff", C=rows[attempt])
-        return r.stdout.strip() != tree
+        if attempt not in self._trees:
+            self._trees[attempt] = (await self._sh('g rev-parse "$C^{tree}"\n', "diff", C=rows[attempt])).stdout.strip()
+        return self._trees[attempt] != tree
 
     async def recover(self) -> None:
         """Remove git lock files a killed controller left in the ledger (only the controller
@@ -170,6 +185,8 @@ class Ledger:
 
     async def attempts(self) -> list[tuple[int, str, str]]:
         """(attempt, sha, first line of its message) for each snapshot of this session, ascending."""
+        if self._rows is not None:
+            return list(self._rows)
         r = await self._sh(LIST, "list", PREFIX=f"refs/harness/{self.session}/")
         fields = r.stdout.split("\0")
         rows = []
@@ -177,7 +194,8 @@ class Ledger:
             n = ref.strip().rsplit("/", 1)[-1]
             if n.isdigit():
                 rows.append((int(n), sha, message.split("\n", 1)[0]))
-        return sorted(rows)
+        self._rows = sorted(rows)
+        return list(self._rows)
 
     async def diff(self, base: int | None = None, to: int | None = None) -> str:
         """The unified diff between two attempts' snapshots (default: the first -> the latest)."""
