@@ -190,7 +190,7 @@ def _automaton(literals: list[str]):
     return ahocorasick_rs.AhoCorasick(literals)
 
 
-def _occurring(rx: re.Pattern, text: str) -> set[str]:
+def occurring(rx: re.Pattern, text: str) -> set[str]:
     """Every literal of a trie regex that occurs in `text`, overlapping ones included: in a
     minimal set no literal is a prefix of another, so one literal at most starts at a position.
     (A plain search skips impossible positions at C speed; a look-ahead would defeat that.)"""
@@ -257,8 +257,8 @@ class Matchers:
         if ac[0] is not None or ac[1] is not None:
             return (set(ac[0].find_matches_as_strings(text, overlapping=True)) if ac[0] else set(),
                     set(ac[1].find_matches_as_strings(text.lower(), overlapping=True)) if ac[1] else set())
-        return (_occurring(self.rx[0], text) if self.rx[0] else set(),
-                _occurring(self.rx[1], text.lower()) if self.rx[1] else set())
+        return (occurring(self.rx[0], text) if self.rx[0] else set(),
+                occurring(self.rx[1], text.lower()) if self.rx[1] else set())
 
     def _candidates(self, group: str, text: str, found):
         idx = set(self.always[group])

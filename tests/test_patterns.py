@@ -71,3 +71,17 @@ def test_a_pattern_without_literals_is_always_tried():
     assert m.matches("g", "v 1.5") == ["digits"]
     assert m.matches("g", "hello world 2.0") == ["digits", "lit"]
     assert re.compile(r"\d+\.\d+")
+
+
+def test_first_chars_says_where_a_match_can_start_or_that_it_cannot_tell():
+    from harness.patterns import first_chars, required_sets
+    assert first_chars(r"^\((?:autoscaler|scheduler) ") == frozenset("(")
+    assert first_chars(r"^(?P<level>DEBUG|INFO|WARNING) \d") == frozenset("DIW")
+    assert first_chars(r"^[EWIF]\d{4} ") == frozenset("EWIF")
+    assert first_chars(r"\bcuda") == frozenset("c")
+    for unknown in (r"^\d{4}-", r"^a?b", r"(?i)^info", r"^(?=x)x", r"^[^x]", r"^\w+:"):
+        assert first_chars(unknown) is None, unknown
+    # every top-level set is required: the gate scans one and confirms with the others
+    assert required_sets(r"^step:[1-9]\d* - .*(?:actor/|update_actor)") == [["step:"], [" - "],
+                                                                             ["actor/", "update_actor"]]
+    assert required_sets(r"(?i)CUDA out of memory") == [["cuda out of memory"]]

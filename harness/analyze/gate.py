@@ -17,7 +17,7 @@ import re
 
 from .. import patterns as _patterns
 from ..memo import DiskMemo, code_hash, digest
-from ..patterns import _occurring, minimal, required_sets, scan_literals, trie_regex
+from ..patterns import occurring, minimal, required_sets, scan_literals, trie_regex
 
 try:
     import ahocorasick_rs
@@ -52,9 +52,9 @@ class Gate:
         self._region: bytes | None = None
         self._lo = self._hi = 0
         self._hits: list[int] = []  # starts of the confirmed lines in [lo, hi)
+        self.keys = (keys[:len(exact)], keys[len(exact):])
         if accelerated() and not any(b"\n" in k for k in keys):
-            self.ac = [ahocorasick_rs.BytesAhoCorasick(ks) if ks else None
-                       for ks in (keys[:len(exact)], keys[len(exact):])]
+            self.ac = [ahocorasick_rs.BytesAhoCorasick(ks) if ks else None for ks in self.keys]
             self.rx = self.tries = None
         else:
             self.ac = None
@@ -85,9 +85,9 @@ class Gate:
                 nl = region.find(b"\n", m.end())
                 nl = end if nl < 0 else nl
                 line = region[start:nl]
-                found = {(0, k) for k in _occurring(self.tries[0], line)} if self.tries[0] else set()
+                found = {(0, k) for k in occurring(self.tries[0], line)} if self.tries[0] else set()
                 if self.tries[1]:
-                    found |= {(1, k) for k in _occurring(self.tries[1], line.lower())}
+                    found |= {(1, k) for k in occurring(self.tries[1], line.lower())}
                 if self._confirmed(line, found):
                     return start
                 pos = nl + 1
@@ -111,10 +111,9 @@ class Gate:
             ac = self.ac[fold]
             if ac is None:
                 continue
-            keys = ac.patterns if hasattr(ac, "patterns") else None
-            for k, s, e in ac.find_matches_as_indexes(hay, overlapping=True):
+            for k, s, _ in ac.find_matches_as_indexes(hay, overlapping=True):
                 start = max(pos, region.rfind(b"\n", pos, pos + s) + 1)
-                lines.setdefault(start, set()).add((fold, bytes(hay[s:e]) if keys is None else keys[k]))
+                lines.setdefault(start, set()).add((fold, self.keys[fold][k]))
         hits = []
         for start in sorted(lines):
             nl = region.find(b"\n", start, hi)
