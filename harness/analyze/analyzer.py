@@ -34,6 +34,7 @@ STALE_BLOCK_LINES = 64  # an open block with no continuation for this many lines
 CONTEXT_LINES = 8
 TAIL_LINES = 20
 MAX_WARNINGS = 50
+KNOWN_TEXT, KNOWN_MAX = 400, 4096  # texts whose facts are kept (short ones), how many (~2 MB)
 
 
 @dataclass
@@ -70,6 +71,7 @@ class Analyzer:
         self.healthy_updates = 0  # how many actor updates had sane metrics (the pass rule counts them)
         self._since_block: dict[str, int] = {}
         self._events: list[Event] = []
+        self._known: dict[str, tuple] = {}  # text -> _facts(text), for texts up to KNOWN_TEXT chars
         self.gate = self._gate()
 
     def _live(self, no: int, marker) -> bool:
@@ -180,27 +182,43 @@ class Analyzer:
 
     def _line(self, line: Line) -> None:
         text = line.text
-        found = self.pb.match.scan(text)
-        if self.pb.match.first("noise", text, found) is not None:
+        noise, sigs, markers, metric, warning = self._facts(text)
+        if noise:
             self._keep(as_shown(line))  # context and tail hold noise too; the digest drops it
             return
-        sigs = self.pb.match.matches("signature", text, found)
         closed, consumed = self.blocks.feed(line, bool(sigs))
         for blk in closed:
             self._block_closed(blk)
         self._age_blocks(line.proc)
         if not consumed:
-            update = self._stages(line, found)
-            if self._metrics(line, found) and update:
+            update = self._stages(line, markers)
+            if (not metric or self._metrics(line)) and update:
                 self.last_healthy_update = line.no
                 self.healthy_updates += 1
             if sigs:
                 self._add_finding(finding_from_line(line, sigs, self.pb, self.context))
-            elif WARNING.search(text):
+            elif warning:
                 self._warning(line)
         elif line.proc in self.blocks.open and self.blocks.open[line.proc].start_no == line.no:
             self.blocks.open[line.proc].context = self.context
         self._keep(as_shown(line))
+
+    def _facts(self, text: str) -> tuple:
+        """What the playbook's patterns say of a line's text — noise?, signatures, markers, a
+        metric line?, a warning? — a pure function of the text, kept for short texts: the same
+        warning or request line comes back thousands of times a night."""
+        facts = self._known.get(text)
+        if facts is None:
+            m = self.pb.match
+            found = m.scan(text)
+            facts = (m.first("noise", text, found) is not None, tuple(m.matches("signature", text, found)),
+                     tuple(m.matches("marker", text, found)), m.first("metric_line", text, found) is not None,
+                     WARNING.search(text) is not None)
+            if len(text) <= KNOWN_TEXT:
+                if len(self._known) >= KNOWN_MAX:
+                    self._known.clear()
+                self._known[text] = facts
+        return facts
 
     def _age_blocks(self, proc: str) -> None:
         """Close blocks whose process went quiet: their continuation will not come."""
@@ -213,11 +231,11 @@ class Analyzer:
                 del self._since_block[p]
                 self._block_closed(self.blocks.open.pop(p))
 
-    def _stages(self, line: Line, found) -> bool:
-        """Record stages first reached on this line; True if it marks an actor update
-        (checked on every line: each update may be healthy or not)."""
+    def _stages(self, line: Line, markers: tuple) -> bool:
+        """Record stages first reached on this line (`markers`: those its text matches); True
+        if it marks an actor update (checked on every line: each update may be healthy or not)."""
         update = False
-        for no, marker in self.pb.match.matches("marker", line.text, found):
+        for no, marker in markers:
             if marker.at == "during":
                 if self._live(no, marker):  # the first time in this step
                     self.entered[no] = line.no
@@ -235,10 +253,8 @@ class Analyzer:
                     self._events.append(Event("stage", line.no, line.text, no, {"marker": marker.id}))
         return update
 
-    def _metrics(self, line: Line, found) -> bool:
+    def _metrics(self, line: Line) -> bool:
         """Parse a metric line; False when a metric rule says the values are unhealthy."""
-        if self.pb.match.first("metric_line", line.text, found) is None:
-            return True
         values = parse_metrics(line.text, self.pb.metric_keys)
         if not values:
             return True
