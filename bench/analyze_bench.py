@@ -12,6 +12,7 @@ stay flat as the log grows). Stdlib only.
     python3 bench/analyze_bench.py                 # 1 GiB, memory table at 100..1000 MB
     python3 bench/analyze_bench.py --quick         # 100 MB, memory table at 50, 100 MB
     python3 bench/analyze_bench.py --gen-only --out /tmp/logs --size-mb 200
+    python3 bench/analyze_bench.py --everything    # and follow latency, catch-up, demo overhead
 """
 import argparse
 import json
@@ -113,9 +114,13 @@ def default_locale() -> str:
     return locale.setlocale(locale.LC_CTYPE, "")
 
 
+RATES: dict[str, float] = {}  # tool -> MB/s of its first row, for the ratios
+
+
 def row(size_mb: float, tool: str, m: dict, ok=(0,)) -> str:
     note = f" (exit {m['rc']})" if m["rc"] not in ok else ""
     mbs = size_mb / m["s"] if m["s"] > 0 else float("inf")
+    RATES.setdefault(tool.split(" (")[0], mbs)
     return f"| {size_mb:,.0f} | {tool}{note} | {m['s']:.2f} | {mbs:,.0f} | {m['rss']:,.0f} |"
 
 
@@ -226,7 +231,40 @@ def report(res: dict) -> None:
         print(f"\nMemory as the log grows (harness analyze --json):\n\n{HEAD}\n" + "\n".join(res["mem_rows"]))
     for v in res["verdicts"]:
         print(f"harness verdict at {v}")
+    mine = RATES.get("harness analyze --json")
+    for tool, rate in RATES.items():
+        if mine and tool.startswith("grep"):
+            print(f"ratio harness / {tool}: {mine / rate:.2f}")
     print(f"\n{machine()}")
+
+
+def extras() -> None:
+    """Follow latency and catch-up on both SSH transports (a loopback sshd of tests/sshd.py) and
+    the demo's overhead share, so that one run prints every figure of the README's Benchmark."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from sshd import SshLab  # noqa: E402
+
+    with tempfile.TemporaryDirectory(prefix="harness-bench-") as d:
+        (Path(d) / "ssh").mkdir()
+        lab = SshLab(Path(d) / "ssh").start()
+        try:
+            for tr in ("asyncssh", "paramiko"):
+                r = subprocess.run([str(HARNESS), "bench", "remote", "--host", "box", "--ssh-config",
+                                    str(lab.ssh_config), "--known-hosts", str(lab.known_hosts), "--transport", tr,
+                                    "--json"], capture_output=True, text=True)
+                if r.returncode:
+                    print(f"bench remote over {tr} failed: {r.stderr.strip()[-300:]}")
+                    continue
+                out = json.loads(r.stdout)
+                fl, cu = out["follow_latency_ms"], out["catch_up"]
+                print(f"follow latency over {tr}: p50 {fl['p50']:.1f} ms, p95 {fl['p95']:.1f} ms; "
+                      f"catch-up {cu['mb_per_s']:.0f} MB/s ({cu['mb']} MiB)")
+        finally:
+            lab.stop()
+        r = subprocess.run([str(HARNESS), "demo"], capture_output=True, text=True, cwd=d,
+                           env={**os.environ, "HARNESS_HOME": str(Path(d) / "home")})
+        said = [ln for ln in r.stdout.splitlines() if "overhead" in ln]
+        print(f"demo: {said[0].strip() if said else 'no overhead line (exit ' + str(r.returncode) + ')'}")
 
 
 def main(argv=None) -> None:
@@ -241,6 +279,8 @@ def main(argv=None) -> None:
                     help="night: bench/nightgen.py, a 16-rank night (default); uniform: bench/loggen.py")
     ap.add_argument("--ranks", type=int, default=16, help="ranks of a night log")
     ap.add_argument("--error-every", type=int, default=1000, help="one survived error in this many lines")
+    ap.add_argument("--everything", action="store_true",
+                    help="also follow latency and catch-up on both transports (loopback sshd) and the demo's overhead")
     a = ap.parse_args(argv)
     SHAPE.update(shape=a.shape, ranks=a.ranks, error_every=a.error_every)
     if a.quick:
@@ -248,9 +288,12 @@ def main(argv=None) -> None:
     a.sizes = [int(s) for s in a.sizes.split(",") if s]
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
-        return run(a, a.out)
-    with tempfile.TemporaryDirectory(prefix="harness-bench-") as d:
-        run(a, Path(d))
+        run(a, a.out)
+    else:
+        with tempfile.TemporaryDirectory(prefix="harness-bench-") as d:
+            run(a, Path(d))
+    if a.everything and not a.gen_only:
+        extras()
 
 
 if __name__ == "__main__":
