@@ -147,7 +147,8 @@ KINDS = [worker, repeated, vllm_stats, rank_line, tqdm, warning]
 WEIGHTS = [40, 10, 25, 10, 8, 7]
 
 
-def step_line(g: Gen) -> str:
+def step_body(g) -> str:
+    """The next verl step line after its prefix (`g`: a generator with `f` and a `step` count)."""
     g.step += 1
     m = {"actor/pg_loss": g.f(-0.3, 0.3), "actor/kl_loss": g.f(0, 0.01), "actor/entropy": g.f(0.2, 1.5),
          "actor/grad_norm": g.f(0.1, 3), "actor/lr": 1e-6, "actor/pg_clipfrac": g.f(0, 0.01),
@@ -161,7 +162,11 @@ def step_line(g: Gen) -> str:
          "timing_s/update_weights": g.f(1, 10), "timing_s/step": g.f(40, 300),
          "training/global_step": g.step, "training/epoch": 0}
     body = " - ".join(f"{k}:{v:.3f}" if isinstance(v, float) else f"{k}:{v}" for k, v in m.items())
-    return f"{g.ray('TaskRunner')}step:{g.step} - {body}"
+    return f"step:{g.step} - {body}"
+
+
+def step_line(g: Gen) -> str:
+    return g.ray("TaskRunner") + step_body(g)
 
 
 def startup(g: Gen) -> list[str]:

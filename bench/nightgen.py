@@ -21,8 +21,12 @@ Same seed and parameters, same bytes. Stdlib only.
 from __future__ import annotations
 
 import random
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from loggen import step_body  # noqa: E402  (the same verl step line)
 
 CY, GR, RS = "\x1b[36m", "\x1b[32m", "\x1b[0m"
 T0 = 1749075900  # 2025-06-04 22:25:00 UTC
@@ -179,20 +183,7 @@ def error_lines(g: Night) -> list[str]:
 
 
 def step_line(g: Night) -> str:
-    g.step += 1
-    m = {"actor/pg_loss": g.f(-0.3, 0.3), "actor/kl_loss": g.f(0, 0.01), "actor/entropy": g.f(0.2, 1.5),
-         "actor/grad_norm": g.f(0.1, 3), "actor/lr": 1e-6, "actor/pg_clipfrac": g.f(0, 0.01),
-         "critic/score/mean": g.f(0, 1), "critic/score/max": 1.0, "critic/score/min": 0.0,
-         "critic/rewards/mean": g.f(0, 1), "critic/advantages/mean": g.f(-0.1, 0.1),
-         "response_length/mean": g.f(200, 2000), "response_length/clip_ratio": g.f(0, 0.2),
-         "prompt_length/mean": g.f(100, 400), "perf/throughput": g.f(500, 3000),
-         "perf/max_memory_allocated_gb": g.f(30, 70), "timing_s/gen": g.f(10, 120),
-         "timing_s/reward": g.f(0.1, 5), "timing_s/old_log_prob": g.f(3, 30), "timing_s/ref": g.f(3, 30),
-         "timing_s/adv": g.f(0.01, 1), "timing_s/update_actor": g.f(10, 90),
-         "timing_s/update_weights": g.f(1, 10), "timing_s/step": g.f(40, 300),
-         "training/global_step": g.step, "training/epoch": 0}
-    body = " - ".join(f"{k}:{v:.3f}" if isinstance(v, float) else f"{k}:{v}" for k, v in m.items())
-    return f"{g.runner_pre()}step:{g.step} - {body}"
+    return g.runner_pre() + step_body(g)
 
 
 def startup(g: Night) -> list[str]:
@@ -262,5 +253,4 @@ def write_night(path: Path, size_bytes: int, seed: int = 0, ranks: int = 16, err
 
 
 if __name__ == "__main__":
-    import sys
     write_night(Path(sys.argv[1]), int(float(sys.argv[2]) * (1 << 20)))

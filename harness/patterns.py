@@ -178,16 +178,25 @@ def rare_start(lit: str, fold: bool) -> str:
     return lit[start:]
 
 
-def _automaton(literals: list[str]):
-    """An Aho–Corasick automaton of `literals` (ahocorasick-rs), or None: none installed, none
-    wanted (HARNESS_PURE=1), or no literals."""
-    if not literals or os.environ.get("HARNESS_PURE"):
-        return None
+def accelerated() -> bool:
+    """Whether the literal scans use ahocorasick-rs (installed, and HARNESS_PURE not set)."""
+    if os.environ.get("HARNESS_PURE"):
+        return False
     try:
-        import ahocorasick_rs
+        import ahocorasick_rs  # noqa: F401
     except ImportError:
+        return False
+    return True
+
+
+def automaton(literals: list, *, raw: bool = False):
+    """An Aho–Corasick automaton of `literals` (str, or bytes with `raw`), or None where the
+    scans are not `accelerated()` or there are no literals."""
+    if not literals or not accelerated():
         return None
-    return ahocorasick_rs.AhoCorasick(literals)
+    import ahocorasick_rs
+
+    return (ahocorasick_rs.BytesAhoCorasick if raw else ahocorasick_rs.AhoCorasick)(literals)
 
 
 def occurring(rx: re.Pattern, text: str) -> set[str]:
@@ -241,7 +250,7 @@ class Matchers:
         self.lits = (minimal(lits[0]), minimal(lits[1]))
         self.rx = [re.compile(trie_regex(ls)) if ls else None for ls in self.lits]
         # the same literals found by one Aho–Corasick pass where ahocorasick-rs is there
-        self.ac = [_automaton(ls) for ls in self.lits]
+        self.ac = [automaton(ls) for ls in self.lits]
         # (group, folded?, minimal literal) -> indices of the patterns it may let through
         self.owners: dict[tuple[str, int, str], list[int]] = {}
         for g, rs in reqs.items():

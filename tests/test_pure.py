@@ -23,7 +23,7 @@ SCRIPT = """
 import json, sys
 from pathlib import Path
 from harness.analyze import analyze_file
-from harness.analyze.gate import accelerated
+from harness.patterns import accelerated
 out = {"accelerated": accelerated(), "verdicts": {}}
 for p in sys.argv[1:]:
     v, _ = analyze_file(Path(p), now=1.9e9)

@@ -4,11 +4,12 @@ the Ray methods it passed through, innermost first, against the playbook's `stag
 Stage hints of the playbook (regexes on frames and methods) come first in each group of names, then
 the words. Each frame gives two names — its function, then its module (`reward_manager.py in __call__` is
 a reward) —, a Ray method two too — the method, then its class. Frames of modules that only
-relay a call (the playbook's `plumbing`: Ray's `get`, asyncio, contextlib…) are skipped. The source line printed under a frame adds the names it calls, as if they were
-frames inside it: `old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)` under `fit` is
-computing log-probs (a remote call's own frames are Ray's, skipped as plumbing). Set-up
-words (`weak`, engine_start's) count only when nothing on the path names a stage's work: a
-tensor built inside `compute_log_prob` is training_data, not engine_start.
+relay a call (the playbook's `plumbing`: Ray's `get`, asyncio, contextlib…) are skipped. The
+source line printed under a frame adds the names it calls, as if they were frames inside it:
+`old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)` under `fit` is computing
+log-probs (a remote call's own frames are Ray's, skipped as plumbing). Set-up words (`weak`,
+engine_start's) count only when nothing on the path names a stage's work: a tensor built inside
+`compute_log_prob` is training_data, not engine_start.
 """
 
 from __future__ import annotations

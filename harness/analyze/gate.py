@@ -12,26 +12,15 @@ literal makes the gate unusable (`None`), and the analyzer then looks at every l
 from __future__ import annotations
 
 import bisect
-import os
 import re
 
 from .. import patterns as _patterns
 from ..memo import DiskMemo, code_hash, digest
-from ..patterns import occurring, minimal, required_sets, scan_literals, trie_regex
-
-try:
-    import ahocorasick_rs
-except ImportError:  # the pure-Python path: same lines, slower
-    ahocorasick_rs = None
+from ..patterns import accelerated, automaton, minimal, occurring, required_sets, scan_literals, trie_regex
 
 _SOURCES = DiskMemo("gates", code_hash(__file__, _patterns.__file__))
 WINDOW = 256 * 1024  # bytes scanned at a time (the hits of one window are kept)
 MAX_ALTERNATIVES = 4
-
-
-def accelerated() -> bool:
-    """Whether the Aho–Corasick scanner is used (installed, and HARNESS_PURE is not set)."""
-    return ahocorasick_rs is not None and not os.environ.get("HARNESS_PURE")
 
 
 class Gate:
@@ -54,7 +43,7 @@ class Gate:
         self._hits: list[int] = []  # starts of the confirmed lines in [lo, hi)
         self.keys = (keys[:len(exact)], keys[len(exact):])
         if accelerated() and not any(b"\n" in k for k in keys):
-            self.ac = [ahocorasick_rs.BytesAhoCorasick(ks) if ks else None for ks in self.keys]
+            self.ac = [automaton(ks, raw=True) for ks in self.keys]
             self.rx = self.tries = None
         else:
             self.ac = None

@@ -99,9 +99,7 @@ mkdir -p .harness/runs && mkdir -m 700 "$R" || exit 5
 printf '%s\n' "$LOG" > "$R/log_name" && printf '%s\n' "$CLAIMANT" > "$R/.claim" && mv -f "$R/.claim" "$R/claim" && pwd -P
 '''
 
-# Start the supervisor detached from this command's session and fds, then wait (bounded) for
-# the run to write its pid: one round trip, and launch returns as soon as the run exists.
-# `mkdir detached` makes it idempotent: sent again, it waits for the run the first one started.
+# A run's state, one `name=value` a line (in its run dir, with ALIVE's functions).
 STATE = r'''
 cd -P . && echo "dir=$PWD"
 for f in pid pgid started exit_code ended log_name; do val $f && echo "$f=$v"; done
@@ -109,7 +107,9 @@ alive . && echo alive=1
 true
 '''
 
-# ... and print its state as STATUS does, so that launch needs no second look.
+# Start the supervisor detached from this command's session and fds, wait (bounded) for the run
+# to write its pid, and print its state: one round trip, and launch returns as soon as the run
+# exists. `mkdir detached` makes it idempotent: sent again, it waits for the run the first started.
 DETACH = ALIVE + r'''
 cd "$RD" || exit 4
 if mkdir detached 2>/dev/null; then setsid nohup sh wrapper.sh </dev/null >>wrapper.log 2>&1 & fi
@@ -300,7 +300,7 @@ class Launcher:
         report = StopReport()
         ended = shell_vars(RD=handle.run_dir) + ENDED
         if not cleanup:  # one command: TERM, KILL, sweep, wait for the exit code
-            await procs.sweep(self.t, handle.pgid, handle.run_id, report, after=ended, grace=grace)
+            await procs.stop(self.t, handle.pgid, handle.run_id, grace, report, after=ended)
             return report
         await procs.terminate(self.t, handle.pgid, handle.run_id, grace, report)
         for cmd in cleanup:

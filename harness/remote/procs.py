@@ -146,15 +146,20 @@ async def terminate(t: Transport, pgid: int | None, run_id: str, grace: float, r
     report.add(r.stdout)
 
 
-async def sweep(t: Transport, pgid: int | None, run_id: str, report: StopReport, *, after: str = "",
-                grace: float | None = None) -> None:
+async def sweep(t: Transport, pgid: int | None, run_id: str, report: StopReport, *, after: str = "") -> None:
     """KILL whatever of the run is (still, or again) there; record what could not be killed.
-    With `grace`, TERM it first as `terminate` does, in the same command. `after`: shell lines
-    run next in that command (their variables set by the caller)."""
-    if grace is None:
-        r = await t.run(_vars(pgid, run_id) + SWEEP + after, timeout=60)
-    else:
-        r = await t.run(_vars(pgid, run_id, TRIES=max(1, int(grace * 100))) + STOP + after, timeout=grace + 120)
+    `after`: shell lines run next in the same command (their variables set by the caller)."""
+    _swept(await t.run(_vars(pgid, run_id) + SWEEP + after, timeout=60), report)
+
+
+async def stop(t: Transport, pgid: int | None, run_id: str, grace: float, report: StopReport, *,
+               after: str = "") -> None:
+    """`terminate` then `sweep` (and `after`) in one command, for a stop with no cleanup between."""
+    r = await t.run(_vars(pgid, run_id, TRIES=max(1, int(grace * 100))) + STOP + after, timeout=grace + 120)
+    _swept(r, report)
+
+
+def _swept(r, report: StopReport) -> None:
     if "left" not in r.stdout:
         raise CommandFailed(r)
     report.add(r.stdout)
