@@ -10,4 +10,5 @@ from setuptools import find_packages, setup
 TARGETS = ["harness.targets", "harness.targets.minichain", "harness.targets.minichain.minichain",
            "harness.targets.minichain.faults", "harness.targets.minichain.faults.more"]
 
-setup(packages=find_packages(include=["harness", "harness.*"]) + ["harness.playbooks"] + TARGETS)
+# the healthy logs of fixtures/logs, against which `harness learn` checks a learned signature
+setup(packages=find_packages(include=["harness", "harness.*"]) + ["harness.playbooks", "harness.healthy"] + TARGETS)

@@ -44,9 +44,11 @@ def prepare(dest: Path, faults: list[str | Path] | None = None) -> Path:
     return work
 
 
-def spec_dict(workdir: Path, base_url: str, model: str, key_env: str, engine=None) -> dict:
-    """The run spec of the demo: local transport, minichain's playbook, generous budgets; launched
-    as a job of `engine` (engines.LocalRay or LocalSlurm) when there is one."""
+def spec_dict(workdir: Path, base_url: str | None, model: str, key_env: str | None, engine=None,
+              playbooks: list[str] = ()) -> dict:
+    """The run spec of the demo: local transport, minichain's playbook (and `playbooks`, files),
+    generous budgets; launched as a job of `engine` (engines.LocalRay or LocalSlurm) when there is
+    one; no model when `base_url` is None (offline)."""
     launch = {"command": "bash run.sh", "env": {"PYTHON": sys.executable},
               "unset": list(PROXY_VARS), "settle": 5, "stall": 60}
     if isinstance(engine, LocalRay):
@@ -58,8 +60,8 @@ def spec_dict(workdir: Path, base_url: str, model: str, key_env: str, engine=Non
     return {
         "host": "localhost", "transport": "local", "workdir": str(workdir),
         "launch": launch,
-        "playbooks": ["minichain"],
-        "model": {"base_url": base_url, "name": model, "api_key_env": key_env},
+        "playbooks": ["minichain", *(str(Path(p).resolve()) for p in playbooks)],
+        **({"model": {"base_url": base_url, "name": model, "api_key_env": key_env}} if base_url else {}),
         "budgets": {"relaunches": 20, "wall_clock": "20m", "agent_steps": 100, "stuck_after": 3},
     }
 
@@ -76,9 +78,12 @@ def key_for_scripted() -> None:
 
 
 async def run_demo(dest: Path, ui=None, *, base_url: str | None = None, model: str = "scripted-demo",
-                   key_env: str | None = None, engine=None):
+                   key_env: str | None = None, engine=None, offline: bool = False, playbooks: list[str] = (),
+                   faults: list[str] | None = None):
     """Run the demo session in `dest` (each attempt a job of `engine`, a started engines.LocalRay
-    or LocalSlurm, when given); returns (session, wall seconds, whether the model was scripted)."""
+    or LocalSlurm, when given; `faults`: names of faults/, default all ten; `playbooks`: more
+    playbook files; `offline`: no model at all); returns (session, wall seconds, whether the
+    model was scripted)."""
     import time
 
     from .agent.scripted import ScriptedModel, ScriptedServer
@@ -86,17 +91,18 @@ async def run_demo(dest: Path, ui=None, *, base_url: str | None = None, model: s
     from .session.store import new_session
     from .spec import RunSpec, dump_spec
 
-    work = prepare(dest)
+    work = prepare(dest, faults)
     server = None
-    if base_url is None:
+    if base_url is None and not offline:
         key_for_scripted()
         server = ScriptedServer(ScriptedModel.from_file(SCRIPT, name=model)).start()
         base_url, key_env = server.url, DEMO_KEY_ENV
     try:
-        spec = RunSpec.model_validate(spec_dict(work, base_url, model, key_env, engine))
+        spec = RunSpec.model_validate(spec_dict(work, None if offline else base_url, model, key_env, engine,
+                                                playbooks))
         directory = new_session(dump_spec(spec))
         t0 = time.monotonic()
-        ses = await run_spec(spec, directory, ui=ui)
+        ses = await run_spec(spec, directory, ui=ui, offline=offline)
         return ses, time.monotonic() - t0, server is not None
     finally:
         if server:

@@ -39,7 +39,7 @@ class PlaybookError(HarnessError):
     """A playbook is invalid; the message names the file, the line and the field."""
 
     def __init__(self, file: str, line: int | None, field: str, message: str):
-        self.file, self.line, self.field = file, line, field
+        self.file, self.line, self.field, self.message = file, line, field, message
         where = f"{file}:{line}" if line else file
         super().__init__(f"{where}: {field}: {message}" if field else f"{where}: {message}")
 

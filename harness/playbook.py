@@ -8,6 +8,7 @@ and an invalid regex names itself. `load_playbook(None)` is the union of the shi
 from __future__ import annotations
 
 import functools
+import os
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -143,6 +144,7 @@ class MetricRule(_Model):
     stage: Stage
     hint: str = ""
     evidence: str = ""
+    fix: Fix | None = None  # as a signature's (a learned rule carries the change that cured the value)
 
     @model_validator(mode="after")
     def _paired(self) -> "MetricRule":
@@ -184,6 +186,15 @@ class PlaybookFile(_Model):
 
 
 # ---------------------------------------------------------------- loading
+#
+# A playbook name is looked up in, in order: the directory of the file that names it (the spec's,
+# or the playbook's that `extends:` it), each directory of $HARNESS_PLAYBOOKS (a team's checkout),
+# ~/.config/harness/playbooks ($XDG_CONFIG_HOME), then the shipped ones. The first `<name>.yaml`
+# found is used; a file that extends its own name (a team's verl.yaml over the shipped verl) gets
+# the next one down the path.
+
+PATH_ENV = "HARNESS_PLAYBOOKS"
+
 
 def shipped_dir() -> Path:
     return Path(str(resources.files("harness.playbooks")))
@@ -191,6 +202,47 @@ def shipped_dir() -> Path:
 
 def shipped_names() -> list[str]:
     return sorted(p.stem for p in shipped_dir().glob("*.yaml"))
+
+
+def user_dir() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "harness" / "playbooks"
+
+
+def search_dirs(base: Path | None = None) -> list[tuple[str, Path]]:
+    """(where, directory) in lookup order; `base`: the directory of the file naming the playbook."""
+    dirs = [("here", base)] if base is not None else []
+    dirs += [(f"${PATH_ENV}", Path(d).expanduser()) for d in os.environ.get(PATH_ENV, "").split(os.pathsep) if d]
+    return dirs + [("user", user_dir()), ("shipped", shipped_dir())]
+
+
+def where(path: Path) -> str:
+    """Which part of the lookup path a playbook file lies in: $HARNESS_PLAYBOOKS, user, shipped, or file."""
+    parent = path.resolve().parent
+    for label, d in search_dirs():
+        if d.resolve() == parent:
+            return label
+    return "file"
+
+
+def locate(name: str, base: Path | None = None, skip: Path | None = None) -> Path:
+    """The file of a playbook named by file (relative to `base`) or by name (along the lookup path);
+    `skip`: the file that names it, when that extends its own name."""
+    p = Path(name).expanduser()
+    if p.suffix in (".yaml", ".yml") or "/" in name:
+        p = base / p if base is not None and not p.is_absolute() else p
+        if not p.is_file():
+            raise PlaybookError(name, None, "", "no such playbook file")
+        return p
+    dirs = search_dirs(base if skip is None else None)  # extending its own name: in the path's own order
+    found = list({f.resolve(): f for _, d in dirs if (f := d / f"{name}.yaml").is_file()}.values())
+    if skip is not None:  # ... the next one down the path after the file (all of it for a file off the path)
+        real = [f.resolve() for f in found]
+        found = found[real.index(skip.resolve()) + 1:] if skip.resolve() in real else found
+    if found:
+        return found[0]
+    looked = ", ".join(str(d) for _, d in search_dirs(base)[:-1])
+    raise PlaybookError(name, None, "", f"not in {looked or 'the lookup path'} nor shipped "
+                        f"({', '.join(shipped_names())})")
 
 
 def read_file(path: Path) -> PlaybookFile:
@@ -211,30 +263,36 @@ def _read_cached(name: str, _mtime_ns: int) -> PlaybookFile:
     return pb
 
 
-def _resolve(name_or_path: str) -> Path:
-    p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") or "/" in name_or_path:
-        if not p.is_file():
-            raise PlaybookError(name_or_path, None, "", "no such playbook file")
-        return p
-    p = shipped_dir() / f"{name_or_path}.yaml"
-    if not p.is_file():
-        raise PlaybookError(name_or_path, None, "", f"no such playbook; shipped: {', '.join(shipped_names())}")
-    return p
+Lineage = list[tuple[PlaybookFile, Path]]
 
 
-def _lineage(path: Path, seen: tuple[str, ...] = ()) -> list[PlaybookFile]:
-    """The playbook and its ancestors, ancestors first, each once."""
-    pb = read_file(path)
-    if pb.name in seen:
-        raise PlaybookError(str(path), None, "extends", f"cycle: {' -> '.join(seen + (pb.name,))}")
-    out: list[PlaybookFile] = []
-    for parent in pb.extends:
-        parent_path = path.parent / f"{parent}.yaml"
-        if not parent_path.is_file():
-            parent_path = _resolve(parent)
-        out += [p for p in _lineage(parent_path, seen + (pb.name,)) if p.name not in {q.name for q in out}]
-    return out + [pb]
+def _lineage(path: Path, seen: tuple[Path, ...] = (), done: dict | None = None) -> Lineage:
+    """The playbook (`path` resolved) and its ancestors with their files, ancestors first, each
+    once; `done` memoises the lineages of one lookup (ancestors are shared: base, ray, vllm…)."""
+    done = {} if done is None else done
+    if path in seen:
+        raise PlaybookError(str(path), None, "extends", f"cycle: {' -> '.join(p.stem for p in seen + (path,))}")
+    if path not in done:
+        pb = read_file(path)
+        parents = [locate(p, path.parent, skip=path if p == path.stem else None).resolve() for p in pb.extends]
+        done[path] = _union([_lineage(p, seen + (path,), done) for p in parents]) + [(pb, path)]
+    return done[path]
+
+
+def _union(lineages: list[Lineage]) -> Lineage:
+    out: dict[Path, PlaybookFile] = {}
+    for items in lineages:
+        for pb, path in items:
+            out.setdefault(path, pb)
+    return [(pb, path) for path, pb in out.items()]
+
+
+def lineage(names: str | list[str] | None, base: Path | None = None) -> Lineage:
+    """The files of one playbook, of a list of them (in order), or of all shipped ones (None)."""
+    tops = [shipped_dir() / f"{n}.yaml" for n in shipped_names()] if names is None else \
+        [locate(n, base) for n in ([names] if isinstance(names, str) else names)]
+    done: dict = {}
+    return _union([_lineage(top.resolve(), (), done) for top in tops])
 
 
 def _merge_list(items: list) -> list:
@@ -265,15 +323,30 @@ def merge(files: list[PlaybookFile], name: str) -> PlaybookFile:
         metric_lines=cat("metric_lines"), metrics=metrics, metric_rules=cat("metric_rules"))
 
 
-def load_merged(name_or_path: str | None) -> PlaybookFile:
-    """The merged playbook for a shipped name or a file; None = union of all shipped ones."""
-    if name_or_path is None:
-        files: list[PlaybookFile] = []
-        for n in shipped_names():
-            files += [p for p in _lineage(shipped_dir() / f"{n}.yaml") if p.name not in {q.name for q in files}]
-        return merge(files, "union")
-    files = _lineage(_resolve(name_or_path))
-    return merge(files, files[-1].name)
+def _name(names: str | list[str] | None) -> str:
+    if names is None:
+        return "union"
+    return "+".join(Path(n).stem for n in ([names] if isinstance(names, str) else names))
+
+
+def load_merged(names: str | list[str] | None, base: Path | None = None) -> PlaybookFile:
+    """The merged playbook of a name or file, of a list of them, or of all shipped ones (None)."""
+    return merge([pb for pb, _ in lineage(names, base)], _name(names))
+
+
+LEARNED = re.compile(r"session (\S+) attempt (\d+)")  # the evidence `harness learn` writes
+
+
+def origins(items: Lineage) -> dict[str, str]:
+    """Signature and metric-rule id -> the playbook it comes from and where that lies
+    (`minichain (shipped)`), and for a learned entry the session it was learned from
+    (`pangu-learned ($HARNESS_PLAYBOOKS), learned from session 20261203-… attempt 3`)."""
+    out: dict[str, str] = {}
+    for pb, path in items:
+        for x in pb.signatures + pb.metric_rules:
+            m = LEARNED.match(x.evidence)
+            out[x.id] = f"{pb.name} ({where(path)})" + (f", learned from {m.group(0)}" if m else "")
+    return out
 
 
 # ---------------------------------------------------------------- compiled form
@@ -294,6 +367,7 @@ class Playbook:
     frame_categories: list[tuple[str, re.Pattern]] = field(default_factory=list)  # category, regex on frames
     metric_keys: dict[str, re.Pattern] = field(default_factory=dict)
     timeouts: dict[int, float] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)  # signature / metric rule id -> its playbook (where)
 
     @property
     def name(self) -> str:
@@ -317,7 +391,7 @@ def name_words(name: str) -> tuple[str, ...]:
     return tuple(w.lower() for part in re.split(r"[_\W]+", name) for w in _CAMEL.findall(part))
 
 
-def compile_playbook(pb: PlaybookFile) -> Playbook:
+def compile_playbook(pb: PlaybookFile, origins: dict[str, str] | None = None) -> Playbook:
     stage_no = {s: i + 1 for i, s in enumerate(STAGES)}
     return Playbook(
         source=pb,
@@ -336,22 +410,43 @@ def compile_playbook(pb: PlaybookFile) -> Playbook:
         frame_categories=[(c.category, re.compile(c.regex)) for c in pb.categories if c.scope == "frames"],
         metric_keys={k: re.compile("|".join(f"(?:{x})" for x in keys)) for k, keys in pb.metrics.items() if keys},
         timeouts={stage_no[s]: spec.timeout for s, spec in pb.stages.items() if spec.timeout},
+        origins=origins or {},
     )
 
 
-def load_playbook(name_or_path: str | None) -> Playbook:
-    if name_or_path is None or (shipped_dir() / f"{name_or_path}.yaml").is_file():
-        stamp = tuple(p.stat().st_mtime_ns for p in sorted(shipped_dir().glob("*.yaml")))
-        return _compiled_shipped(name_or_path, stamp)
-    return compile_playbook(load_merged(name_or_path))
+def load_playbook(names: str | list[str] | None, base: Path | None = None) -> Playbook:
+    """The compiled playbook of a name or file, a list of them, or all shipped ones (None);
+    cached while none of the files it could be read from has changed."""
+    items = lineage(names, base)  # reading is cached per file: compiling is what costs
+    key = tuple((str(path.resolve()), path.stat().st_mtime_ns) for _, path in items)
+    return _compiled(key, _name(names))
 
 
 @functools.lru_cache(maxsize=32)
-def _compiled_shipped(name: str | None, _stamp: tuple) -> Playbook:
-    return compile_playbook(load_merged(name))
-
+def _compiled(key: tuple, name: str) -> Playbook:
+    items = [(read_file(Path(path)), Path(path)) for path, _ in key]
+    return compile_playbook(merge([pb for pb, _ in items], name), origins(items))
 
 
 def to_yaml(pb: PlaybookFile) -> str:
     data = pb.model_dump(by_alias=True, exclude_defaults=True)
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+
+
+def listing(used: list[str] | None = None) -> list[dict]:
+    """Each playbook file along the lookup path: name, where, path, which file shadows it (an
+    earlier one of the same name), and whether `used` (a spec's list) reads it. The spec's own
+    files (outside the path) come first."""
+    reads = {str(p.resolve()) for _, p in lineage(used)} if used is not None else set()
+    rows, first = [], {}
+    extra = [Path(p) for p in used or [] if Path(p).is_absolute() and where(Path(p)) == "file"]
+    found = [("file", p) for p in extra] + [(w, f) for w, d in search_dirs() for f in sorted(d.glob("*.yaml"))]
+    for w, f in found:
+        path = str(f.resolve())
+        if any(r["path"] == path for r in rows):
+            continue
+        rows.append({"name": f.stem, "where": w, "path": path, "used": path in reads,
+                     "shadowed_by": first.get(f.stem) if w != "file" else None})
+        if w != "file":
+            first.setdefault(f.stem, path)
+    return rows

@@ -204,8 +204,18 @@ def _facts(st, t0, ended, files, source, diff, people) -> list[tuple[str, str]]:
                       f"{st.agent_steps} agent tool calls"),
             ("waiting", f"for the run {duration(st.run_seconds)}, for the model {duration(st.model_seconds)}"),
             ("human interventions", f"{len(people)}" + (": " + "; ".join(people) if people else ""))] \
-        + ([("devices", devices_line(st.machine)), ("versions", versions_line(st.machine) or "not read")]
+        + _hint(st, ended) + ([("devices", devices_line(st.machine)), ("versions", versions_line(st.machine) or "not read")]
            if st.machine else [])
+
+
+def _hint(st, ended: dict | None) -> list[tuple[str, str]]:
+    """What the playbook says about the failure a session ended on (the hint a learned entry carries
+    from the night it was fixed), with where that hint comes from."""
+    last = st.attempts[-1] if st.attempts else None
+    root = ((last.verdict or {}).get("root") or {}) if last and ended and ended["reason"] != "passed" else {}
+    if not root.get("hint"):
+        return []
+    return [("hint", (f"(playbook {root['origin']}) " if root.get("origin") else "") + root["hint"])]
 
 
 def _row(a, events: list[dict], ended: dict | None) -> Row:
@@ -234,7 +244,7 @@ def _changes(n: int, events: list[dict]) -> list[str]:
     for e in (e for e in events if e.get("attempt") == n):
         if e["type"] == "fix":  # "… already …": in place before a crash, so it counts (as in the fold)
             done = e.get("applied") or " already " in f" {e.get('description')} "
-            out.append(("" if done else "not applied: ") + e.get("description", e.get("signature", "")))
+            out.append(("" if done else "not applied: ") + e.get("description", e.get("signature", "")) + _by(e))
         elif e["type"] == "cleanup":
             out.append("cleanup and retry" + (": " + "; ".join(e["commands"]) if e.get("commands") else "")
                        + (f" ({e['detail']})" if e.get("detail") else ""))
@@ -256,6 +266,16 @@ def _timeline(events: list[dict], t0: float) -> list[tuple[str, str, str]]:
     return rows
 
 
+def _by(fix: dict) -> str:
+    """Whose fix it was, when a learned playbook's: ` — fixed by the learned playbook X (from session Y)`."""
+    origin = fix.get("origin") or ""
+    if ", learned from session " not in origin:
+        return ""
+    name, _, rest = origin.partition(" (")
+    session = rest.split(", learned from session ", 1)[1].split(" ", 1)[0]
+    return f" — fixed by the learned playbook {name} (from session {session})"
+
+
 def _event_line(e: dict) -> tuple[str, str | None]:
     """(kind, one line) for the timeline; text None leaves the event out (stages, model calls…)."""
     kind, n = e["type"], e.get("attempt")
@@ -267,7 +287,8 @@ def _event_line(e: dict) -> tuple[str, str | None]:
         return kind, f"attempt {n}: {_where(e)}, passed {passed}/{len(STAGES)}" \
             + (f" — {root}" if root else "")
     if kind == "fix":
-        return kind, ("declared fix: " if e.get("applied") else "declared fix not applied: ") + e.get("description", "")
+        return kind, ("declared fix: " if e.get("applied") else "declared fix not applied: ") + e.get("description", "") \
+            + _by(e)
     if kind == "cleanup":
         return kind, f"cleanup ({'ok' if e.get('ok') else 'failed'}): " + "; ".join(e.get("commands", [])) \
             + (f" — {e['detail']}" if e.get("detail") else "")

@@ -76,15 +76,17 @@ def _stage(v: str) -> str:
 
 
 def _playbook(v: str, info: ValidationInfo) -> str:
-    """A shipped name stays a name; a file becomes an absolute path (relative to the spec's directory)."""
-    from .playbook import shipped_dir, shipped_names
+    """A playbook looked up along the playbook path (README: "Playbooks where teams keep them"):
+    a shipped one stays a name; any other becomes its absolute path, so the session's frozen spec
+    reads the same file whatever $HARNESS_PLAYBOOKS says when it resumes."""
+    from .errors import PlaybookError
+    from .playbook import locate, where
 
-    if (shipped_dir() / f"{v}.yaml").is_file():
-        return v
-    p = Path((info.context or {}).get("base", ".")) / Path(v).expanduser()
-    if not p.is_file():
-        raise ValueError(f"no playbook {v!r}: not a file, nor shipped ({', '.join(shipped_names())})")
-    return str(p.resolve())
+    try:
+        p = locate(v, Path((info.context or {}).get("base", ".")))
+    except PlaybookError as e:
+        raise ValueError(f"no playbook {v!r}: {e.message}") from None
+    return v if where(p) == "shipped" and p.stem == v else str(p.resolve())
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
@@ -297,8 +299,10 @@ class RunSpec(_Model):
                                "on each node of `nodes:`)")
     preflight: Preflight = Field(default_factory=Preflight, description="probes before a launch (also in doctor)")
     playbooks: list[PlaybookRef] = Field(default_factory=list, examples=[["verl"]],
-                                      description="shipped playbook names or YAML files (relative to this file); "
-                                      "empty: detected from the log")
+                                      description="playbook names (looked up in this file's directory, "
+                                      "$HARNESS_PLAYBOOKS, ~/.config/harness/playbooks, then the shipped ones) or "
+                                      "YAML files (relative to this file), all merged in order (none given, the "
+                                      "playbook is detected from the log)")
     passing: Passing = Field(default_factory=Passing, alias="pass_rule", description="when the chain passes")
     keep_run: bool = Field(False, description="leave the run alive after the chain passes")
     model: ModelSpec | None = Field(None, description="the LLM the agent uses; none: declared fixes only")

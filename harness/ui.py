@@ -47,6 +47,9 @@ def show_verdict(console: Console, verdict: dict) -> None:
         console.print(Text("  " + (f"{rc['detail']}  in: {text[:160]} …" if rc.get("detail") else text)))
         if rc["hint"]:
             console.print(Text("  hint: " + rc["hint"], style="yellow"))
+        if rc.get("signature"):
+            console.print(Text(f"  signature: {rc['signature']}" + (f" from {rc['origin']}" if rc.get("origin") else ""),
+                               style="dim"))
     m = verdict["metrics"]
     if m["steps"]:
         console.print(Text(f"metrics: {m['steps']} step lines; last " +

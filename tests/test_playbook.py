@@ -103,3 +103,90 @@ def test_cli_playbook_check_and_show(tmp_path):
     show = subprocess.run([sys.executable, "-m", "harness.cli", "playbook", "show", "rllm"],
                           capture_output=True, text=True)
     assert show.returncode == 0 and "extends:" in show.stdout and "signatures:" in show.stdout
+
+
+# ---------------------------------------------------------------- the lookup path
+
+TEAM_VERL = """\
+name: verl
+description: the team's verl, over the shipped one
+extends: [verl]
+signatures:
+  - {id: team_boom, regex: 'TeamBoomError: the cluster says no', category: other, class: infra, evidence: test}
+"""
+
+
+@pytest.fixture
+def path_env(tmp_path, monkeypatch):
+    team, user = tmp_path / "team", tmp_path / "config" / "harness" / "playbooks"
+    team.mkdir()
+    user.mkdir(parents=True)
+    monkeypatch.setenv("HARNESS_PLAYBOOKS", f"{tmp_path / 'missing'}:{team}")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    return team, user
+
+
+def test_a_team_playbook_shadows_the_shipped_one_and_extends_it(path_env):
+    from harness.playbook import listing, locate, where
+
+    team, user = path_env
+    write(team, "verl", TEAM_VERL)
+    assert locate("verl") == team / "verl.yaml" and where(team / "verl.yaml") == "$HARNESS_PLAYBOOKS"
+    merged = load_merged("verl")
+    ids = {s.id for s in merged.signatures}
+    assert "team_boom" in ids and ids > {s.id for s in load_merged(str(shipped_dir_file("verl"))).signatures}
+    pb = load_playbook("verl")
+    assert pb.origins["team_boom"] == "verl ($HARNESS_PLAYBOOKS)"
+    rows = {(r["name"], r["where"]): r for r in listing(["verl"])}
+    assert rows[("verl", "shipped")]["shadowed_by"] == str((team / "verl.yaml").resolve())
+    assert rows[("verl", "$HARNESS_PLAYBOOKS")]["used"] and rows[("verl", "shipped")]["used"]
+    assert not rows[("rllm", "shipped")]["used"]
+
+
+def test_the_user_directory_comes_after_the_team_and_before_shipped(path_env):
+    team, user = path_env
+    write(user, "mine", GOOD.format(name="mine", parent="base"))
+    write(user, "verl", TEAM_VERL.replace("team_boom", "user_boom"))
+    assert {"user_boom"} <= {s.id for s in load_merged("verl").signatures}  # no team verl: the user's
+    write(team, "verl", TEAM_VERL)  # the team's extends the next verl down the path: the user's, then shipped
+    from harness.playbook import locate
+
+    assert locate("verl") == team / "verl.yaml"
+    ids = {s.id for s in load_merged("verl").signatures}
+    assert {"team_boom", "user_boom", "address_in_use"} <= ids
+    assert load_playbook("mine").origins["boom"] == "mine (user)"
+    with pytest.raises(PlaybookError, match="nor shipped"):
+        load_merged("nosuch")
+
+
+def test_a_spec_list_is_merged_and_frozen_as_files(path_env, tmp_path):
+    from harness.spec import RunSpec
+
+    team, _ = path_env
+    write(team, "extra", GOOD.format(name="extra", parent="base"))
+    spec = RunSpec.model_validate({"host": "h", "workdir": "/w", "launch": {"command": "x"},
+                                   "playbooks": ["minichain", "extra"]}, context={"base": str(tmp_path)})
+    assert spec.playbooks == ["minichain", str((team / "extra.yaml").resolve())]
+    pb = load_playbook(spec.playbooks)
+    assert pb.name == "minichain+extra"
+    assert pb.origins["boom"] == "extra ($HARNESS_PLAYBOOKS)"
+    assert pb.origins["minichain_worker_proxy"] == "minichain (shipped)"
+
+
+def test_playbook_list_cli(path_env):
+    import json
+    import os
+
+    team, _ = path_env
+    write(team, "verl", TEAM_VERL)
+    r = subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", "playbook", "list", "--json"],
+                       capture_output=True, text=True, env=os.environ.copy(), timeout=60)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [r["where"] for r in rows if r["name"] == "verl"] == ["$HARNESS_PLAYBOOKS", "shipped"]
+
+
+def shipped_dir_file(name):
+    from harness.playbook import shipped_dir
+
+    return shipped_dir() / f"{name}.yaml"

@@ -57,14 +57,19 @@ async def apply_fix(transport, fix: "Fix", *, workdir: str, env: dict[str, str],
         return result(False, f"{rel}: no such file in the workdir")
     except UnicodeDecodeError:
         return result(False, f"{rel}: not UTF-8 text, not changed")
-    if fix.kind == "replace":
-        new_text, description = _replace(text, fix.old, fix.new, rel)
-    else:
-        new_text, description = _set_yaml(text, fix.key, fix.value, rel)
+    new_text, description = edit_text(fix.model_dump(), text, rel)
     if new_text is None or new_text == text:
         return result(False, description, already=new_text == text)
     await transport.write(path, new_text.encode("utf-8"))  # keeps the file's mode
     return result(True, description, [rel])
+
+
+def edit_text(fix: dict, text: str, rel: str) -> tuple[str | None, str]:
+    """A file fix (replace, set_yaml) applied to a file's text: (the new text, a description);
+    the text itself when the fix is already in place, None when it cannot be applied."""
+    if fix["kind"] == "replace":
+        return _replace(text, fix["old"], fix["new"], rel)
+    return _set_yaml(text, fix["key"], fix["value"], rel)
 
 
 def _inside(workdir: str, file: str) -> tuple[str | None, str]:

@@ -267,7 +267,8 @@ class Analyzer:
         healthy = True
         for rule in self.pb.source.metric_rules:
             if rule.metric in values and violates(rule, values, self._history.get(rule.metric, ())):
-                self._add_finding(metric_finding(line, rule, values[rule.metric], self.context))
+                self._add_finding(metric_finding(line, rule, values[rule.metric], self.context,
+                                                  self.pb.origins.get(rule.id, "")))
                 healthy = False
         for name, value in values.items():  # after the rules: a value is judged against the earlier ones
             self._history.setdefault(name, deque(maxlen=HISTORY)).append(value)

@@ -32,6 +32,7 @@ class Finding:
     exception: str = ""
     detail: str = ""  # for a metric rule: which value broke it, e.g. `grad_norm=nan (nonfinite)`
     fix: dict | None = None
+    origin: str = ""  # the playbook of its signature or metric rule, and where that lies
     count: int = 1
     wrapped: bool = False  # seen inside a wrapper (RayTaskError …): a copy of an error printed elsewhere
     procs: set[str] = field(default_factory=set)
@@ -42,7 +43,7 @@ class Finding:
         """The public shape (texts redacted: a verdict is output)."""
         return {"line_no": self.line_no, "text": redact(self.text), "category": self.category, "class": self.cls,
                 "hint": self.hint, "count": self.count, "signature": self.signature, "exception": self.exception,
-                "role": self.role, "fix": self.fix, "detail": self.detail}
+                "role": self.role, "fix": self.fix, "detail": self.detail, "origin": self.origin}
 
 
 def _best(sigs: list[Signature]) -> Signature | None:
@@ -65,7 +66,8 @@ def _make(pb: Playbook, line_no: int, text: str, sig: Signature | None, exc: str
         cls=sig.cls if sig else "code", hint=sig.hint if sig else "", role=sig.role if sig else "cause",
         outcome=sig.outcome if sig else "crash", signature=sig.id if sig else None, exception=exc,
         stage=STAGE_NO[sig.stage] if sig and sig.stage else None,
-        fix=sig.fix.model_dump(exclude_defaults=True) if sig and sig.fix else None, procs=procs, count=count)
+        fix=sig.fix.model_dump(exclude_defaults=True) if sig and sig.fix else None, procs=procs, count=count,
+        origin=pb.origins.get(sig.id, "") if sig else "")
 
 
 def finding_from_line(line: Line, sigs: list[Signature], pb: Playbook, context: list[str]) -> Finding:
@@ -140,11 +142,12 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     return f
 
 
-def metric_finding(line: Line, rule: MetricRule, value: float, context: list[str]) -> Finding:
+def metric_finding(line: Line, rule: MetricRule, value: float, context: list[str], origin: str = "") -> Finding:
     return Finding(key=f"metric|{rule.id}", line_no=line.no, text=line.text, category=rule.category,
                    hint=rule.hint, stage=STAGE_NO[rule.stage], outcome="wrong_result", signature=rule.id,
                    detail=f"{rule.metric}={value:g} ({rule.when}{' ' + rule.against if rule.against else ''})",
-                   procs={line.proc}, lines=[line.text], context=context)
+                   procs={line.proc}, lines=[line.text], context=context, origin=origin,
+                   fix=rule.fix.model_dump(exclude_defaults=True) if rule.fix else None)
 
 
 def fallback_category(pb: Playbook, exc: str, text: str) -> str:

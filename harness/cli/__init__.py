@@ -13,7 +13,7 @@ import sys
 
 import typer
 
-from . import analyze, export, host, loop, replay, report, sessions
+from . import analyze, export, host, learn, loop, replay, report, sessions
 from ..errors import HarnessError
 
 try:  # typer >= 0.24 carries its own copy of click
@@ -21,7 +21,7 @@ try:  # typer >= 0.24 carries its own copy of click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import ClickException
 
-GROUPS = (analyze, host, loop, sessions, report, export, replay)
+GROUPS = (analyze, host, loop, sessions, report, export, replay, learn)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Unattended training-debug harness.")
 for _group in GROUPS:

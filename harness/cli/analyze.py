@@ -1,4 +1,4 @@
-"""`harness analyze` and `harness playbook show|check`: the analyzer and its knowledge."""
+"""`harness analyze` and `harness playbook list|show|check`: the analyzer and its knowledge."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import typer
 
 def analyze(
     logs: List[Path] = typer.Argument(..., help="Log files to analyse."),
-    playbook: Optional[str] = typer.Option(None, "--playbook", "-p", help="Shipped playbook NAME or a YAML FILE; "
-                                           "default: detected from the log, else the union of all."),
+    playbook: List[str] = typer.Option([], "--playbook", "-p", help="A playbook NAME (looked up along the "
+                                       "playbook path) or a YAML FILE; repeat to merge several; default: detected "
+                                       "from the log, else the union of the shipped ones."),
     as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON (an array for several logs)."),
     digest: bool = typer.Option(False, "--digest", help="Include the digest a model would read."),
     max_tokens: int = typer.Option(4000, "--max-tokens", min=200, help="Digest size bound (tokens ≈ chars/4)."),
@@ -27,7 +28,7 @@ def analyze(
 
     for p in logs:
         check_log_path(p)
-    pb = load_playbook(playbook) if playbook else None
+    pb = load_playbook(playbook, Path.cwd()) if playbook else None
     now = time.time()
     out, console = [], cli_console()
     for p in logs:
@@ -44,11 +45,37 @@ def analyze(
         sys.stdout.write(json.dumps(out[0] if len(out) == 1 else out, indent=2, ensure_ascii=False) + "\n")
 
 
-def playbook_show(name: str = typer.Argument(..., help="Shipped playbook name or a YAML file.")) -> None:
+def playbook_show(name: str = typer.Argument(..., help="A playbook name (along the playbook path) or a YAML file.")) -> None:
     """Print the merged playbook (its `extends:` resolved)."""
     from ..playbook import load_merged, to_yaml
 
-    sys.stdout.write(to_yaml(load_merged(name)))
+    sys.stdout.write(to_yaml(load_merged(name, Path.cwd())))
+
+
+def playbook_list(
+    spec: Optional[Path] = typer.Option(None, "--spec", help="Also say which playbooks this run spec uses."),
+    as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
+) -> None:
+    """Every playbook along the lookup path ($HARNESS_PLAYBOOKS, ~/.config/harness/playbooks, shipped),
+    which file each name resolves to, and what it shadows."""
+    from ..playbook import listing
+
+    rows = listing(_spec_playbooks(spec) if spec else None)
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=1) + "\n")
+        return
+    for r in rows:
+        mark = "*" if r["used"] else " "
+        note = f"  (shadowed by {r['shadowed_by']})" if r["shadowed_by"] else ""
+        typer.echo(f"{mark} {r['name']:<22} {r['where']:<19} {r['path']}{note}")
+    if spec:
+        typer.echo(f"* used by {spec}, with what they extend")
+
+
+def _spec_playbooks(path: Path) -> list[str]:
+    from ..spec import load_spec
+
+    return load_spec(path).playbooks or []
 
 
 def playbook_check(file: Path = typer.Argument(..., help="A playbook YAML file.")) -> None:
@@ -64,7 +91,8 @@ def playbook_check(file: Path = typer.Argument(..., help="A playbook YAML file."
 
 def register(app: typer.Typer) -> None:
     app.command()(analyze)
-    playbook_app = typer.Typer(no_args_is_help=True, help="Show and check playbooks.")
+    playbook_app = typer.Typer(no_args_is_help=True, help="List, show and check playbooks.")
+    playbook_app.command("list")(playbook_list)
     playbook_app.command("show")(playbook_show)
     playbook_app.command("check")(playbook_check)
     app.add_typer(playbook_app, name="playbook")

@@ -8,7 +8,7 @@ import functools
 import sys
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -61,7 +61,7 @@ def check_playbook(spec) -> None:
     (else it leaves a session with an empty journal behind)."""
     from ..playbook import load_playbook
 
-    load_playbook(spec.playbooks[0] if spec.playbooks else None)
+    load_playbook(spec.playbooks or None)
 
 
 def run_session_fg(directory: Path, offline: bool, spec=None) -> None:
@@ -100,6 +100,11 @@ def demo(
                              "(needs pip install 'harness[ray]')."),
     slurm: bool = typer.Option(False, "--slurm", help="Launch each attempt as an sbatch job on throwaway local "
                                "Slurm daemons (needs root and Debian's slurm-wlm and munge)."),
+    offline: bool = typer.Option(False, "--offline", help="No model: declared fixes only (a learned playbook's too)."),
+    playbook: List[Path] = typer.Option([], "--playbook", "-p", help="Another playbook file to use beside "
+                                        "minichain's, e.g. one `harness learn` wrote (repeatable)."),
+    fault: List[str] = typer.Option([], "--fault", help="Apply only this fault of minichain's faults/ "
+                                    "(repeatable; default: the ten of the story)."),
 ) -> None:
     """The whole loop on this machine: minichain with all ten faults, to a green chain."""
     import asyncio
@@ -111,19 +116,33 @@ def demo(
 
     if ray and slurm:
         raise BadInput("choose one of --ray and --slurm")
+    if offline and base_url:
+        raise BadInput("choose one of --offline and --base-url")
+    from ..demo import TARGET
+
+    if unknown := [f for f in fault if not (TARGET / "faults" / f"{f}.patch").is_file()]:
+        known = ", ".join(p.stem for p in sorted((TARGET / "faults").glob("*.patch")))
+        raise BadInput(f"no fault {', '.join(unknown)}; minichain's faults: {known}")
+    for p in playbook:
+        if not p.is_file():
+            raise BadInput(f"{p}: no such playbook file")
 
     dest = Path(tempfile.mkdtemp(prefix="harness-demo-"))
-    if base_url is None:
+    if offline:
+        _console().print("[bold]Offline[/]: no model; only declared fixes (the playbooks') are applied.")
+    elif base_url is None:
         _console().print("[bold]The model is scripted[/]: its answers come from harness/agent/demo_script.yaml, served "
                           "by a local OpenAI-compatible HTTP server (no network, no API key).")
-    _console().print(f"workdir: {dest / 'minichain'} (minichain with faults 01-10 applied)")
+    which = ", ".join(fault) if fault else "01-10"
+    _console().print(f"workdir: {dest / 'minichain'} (minichain with faults {which} applied)")
     engine = LocalRay() if ray else LocalSlurm() if slurm else None
     if engine:
         _console().print(f"starting a throwaway local {'Ray head' if ray else 'Slurm'} in {engine.dir} "
                           "(stopped at the end)")
     with engine or contextlib.nullcontext(), SessionView(_console()) as view:
         ses, took, _ = asyncio.run(run_demo(dest, view, base_url=base_url, model=model, key_env=api_key_env,
-                                            engine=engine))
+                                            engine=engine, offline=offline, playbooks=[str(p) for p in playbook],
+                                            faults=fault or None))
     st = ses.state
     own, share = overhead(st, took)
     fixes = sum(1 for a in st.attempts for c in a.changes if not c.startswith("agent:"))

@@ -68,7 +68,7 @@ class Session:
         self.ledger = Ledger(self.transport, spec.workdir, self.session, exclude=spec.ledger.exclude, once=self.ops)
         self.policy = Policy(workdir=spec.workdir, protected=(*spec.policy.protected, ".harness"),
                              deny=tuple(spec.policy.deny))
-        pb = load_playbook(spec.playbooks[0] if spec.playbooks else None)
+        pb = load_playbook(spec.playbooks or None)
         stage_no = {name: i for i, name in enumerate(STAGES, 1)}
         self.playbook = dataclasses.replace(
             pb, timeouts=pb.timeouts | {stage_no[k]: v for k, v in spec.launch.timeouts.items()})
@@ -240,7 +240,8 @@ class Session:
         v, root = w.verdict, w.verdict["root_cause"]
         ev = self.emit("verdict", attempt=n, outcome=v["outcome"], last_stage_passed=v["last_stage_passed"],
                        failed_stage=v["failed_stage"], reason=w.reason, exit_code=w.exit_code,
-                       root=root and {k: root.get(k) for k in ("text", "category", "class", "signature", "hint", "fix", "stage")},
+                       root=root and {k: root.get(k) for k in ("text", "category", "class", "signature", "hint", "fix",
+                                                               "stage", "origin")},
                        fingerprint=fingerprint(v), healthy_updates=an.healthy_updates, run_seconds=run_seconds,
                        accel_seconds=alive_seconds * self.spec.launch.devices)
         digest = build_digest(v, an)

@@ -33,7 +33,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*\Z")  # also a 
 _UNBORN = re.compile(r"error: '(.+?)/?' does not have a commit checked out")
 _NO_GIT = "harness-ledger: git not found"
 _NO_DIR = "harness-ledger: no directory"
-READS = ("list", "diff")  # scripts that change nothing: sent again as they are, unguarded
+READS = ("list", "diff", "show")  # scripts that change nothing: sent again as they are, unguarded
 
 # Every script starts here. `g` is git on the ledger: WT is the worktree (the workdir, or a
 # nested repository in it), IDX its index. LC_ALL=C: git's messages are matched in English.
@@ -207,6 +207,14 @@ class Ledger:
         a, b = await self._pair(base, to)
         r = await self._sh('g diff-tree -r -z --name-only --no-renames "$A" "$B"\n', "diff", A=a, B=b)
         return _z(r.stdout)
+
+    async def file_at(self, attempt: int, rel: str) -> str | None:
+        """A file's text (relative to the workdir) as attempt `attempt`'s snapshot holds it; None
+        when the snapshot lacks it."""
+        sha = self._sha(await self.attempts(), attempt)
+        r = await self._sh('g cat-file -e "$C:$F" 2>/dev/null || exit 4\ng cat-file blob "$C:$F"\n', "show",
+                           check=False, C=sha, F=rel.lstrip("/"))
+        return None if r.returncode == 4 else self._check(r, "show").stdout
 
     async def restore(self, attempt: int) -> list[str]:
         """Make the workdir's files equal attempt `attempt`'s snapshot: its files are written

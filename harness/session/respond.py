@@ -43,7 +43,7 @@ async def respond(ses, n: int, verdict: dict) -> None:
         res = await apply_fix(ses.transport, Fix(**fix), workdir=spec.workdir, env=st.env, unset=st.unset)
         ses.emit("fix", attempt=n, fingerprint=key[0], signature=key[1], kind=fix["kind"],
                  description=res.description, applied=res.applied, already=res.already, files=res.files,
-                 env=res.env, unset=res.unset)
+                 env=res.env, unset=res.unset, origin=root.get("origin", ""))
         if res.applied or res.already:
             return
     infra = root.get("class") == "infra" or (fix and fix["kind"] == "cleanup_retry")

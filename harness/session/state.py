@@ -10,8 +10,10 @@ Events (each also has `seq` and `t`, added by the journal):
                                                       failed | exited | hung | budget:<which> | stopped:
                                                       the harness stopped it before it ended)
     stopped   {attempt, run_id, survivors}            the run was stopped (or had exited) and swept
-    fix       {attempt, signature, kind, description, applied, already, files, env, unset}   a declared fix
-                                                      (already: it was in place, e.g. applied before a crash)
+    fix       {attempt, signature, kind, description, applied, already, files, env, unset, origin}   a declared
+                                                      fix (already: it was in place, e.g. applied before a crash;
+                                                      origin: its playbook, where that lies, and for a learned
+                                                      entry the session it was learned from)
     cleanup   {attempt, commands, ok, detail}         an infra failure cleaned up before a retry (detail: what
                                                       failed, what still holds the ports)
     model     {attempt, step, prompt_tokens, completion_tokens, cost, seconds, retries, content}
