@@ -241,7 +241,7 @@ def locate(name: str, base: Path | None = None, skip: Path | None = None) -> Pat
     if found:
         return found[0]
     looked = ", ".join(str(d) for _, d in search_dirs(base)[:-1])
-    raise PlaybookError(name, None, "", f"not in {looked or 'the lookup path'} nor shipped "
+    raise PlaybookError(name, None, "", f"no such playbook in {looked or 'the lookup path'} nor shipped "
                         f"({', '.join(shipped_names())})")
 
 

@@ -85,7 +85,8 @@ def _playbook(v: str, info: ValidationInfo) -> str:
     try:
         p = locate(v, Path((info.context or {}).get("base", ".")))
     except PlaybookError as e:
-        raise ValueError(f"no playbook {v!r}: {e.message}") from None
+        where = e.message.removeprefix("no such playbook")  # " in …, … nor shipped (…)", or " file"
+        raise ValueError(f"no playbook {v!r}{where if where.startswith(' in ') else ': ' + e.message}") from None
     return v if where(p) == "shipped" and p.stem == v else str(p.resolve())
 
 

@@ -152,6 +152,9 @@ def test_the_file_extends_the_session_playbook_and_grows_night_after_night(tmp_p
     pb = read_file(out)
     assert [s.id for s in pb.signatures] == ["learned_x_1", "learned_x_2"] and pb.signatures[0].hint == "again"
     assert "S1" in pb.description and "S2" in pb.description
+    # the next night's session used this very file: it is not its own parent
+    write(render([_proposal(3)], out, ["minichain", str(out)], ["S3"]), out)
+    assert read_file(out).extends == ["minichain"]
 
 
 def test_the_file_is_never_written_half_or_into_the_package(tmp_path):

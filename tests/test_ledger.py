@@ -74,6 +74,10 @@ def test_snapshots_a_plain_directory_with_excludes_and_parents(wd):
     # attempt 3 with nothing changed still gets its own commit, parented on attempt 2
     sha3 = run(led.snapshot(3, "attempt 3"))
     assert lgit(wd, "rev-parse", f"{sha3}^").strip() == sha2 and run(led.changed_files(2, 3)) == []
+    assert run(led.file_at(1, "data/keep.txt")) == "k\n" and run(led.file_at(2, "data/keep.txt")) is None
+    assert run(led.file_at(2, "new/file.py")) == "print(1)\n"
+    with pytest.raises(BadInput, match="no attempt 7"):
+        run(led.file_at(7, "train.py"))
 
 
 def test_annotate_keeps_tree_and_parent(wd):
@@ -255,7 +259,9 @@ def test_snapshot_and_diff_over_ssh(ssh_lab, wd):
         await led.snapshot(1, "one")
         (wd / "train.py").write_text("lr = 42\n")
         await led.snapshot(2, "two")
-        return await led.diff(), await led.changed_files(), await led.attempts()
+        files = [await led.file_at(n, "train.py") for n in (1, 2)] + [await led.file_at(2, "nope.py")]
+        return await led.diff(), await led.changed_files(), await led.attempts(), files
 
-    diff, changed, rows = session(spec, body)
+    diff, changed, rows, files = session(spec, body)
     assert "+lr = 42" in diff and changed == ["train.py"] and [r[0] for r in rows] == [1, 2]
+    assert files == ["lr = 1\n", "lr = 42\n", None]  # what `harness learn` reads of each snapshot

@@ -62,8 +62,8 @@ def learn(
         typer.echo(f"{n} entr{'y' if n == 1 else 'ies'} validated; write them with -o FILE "
                    "(e.g. ~/.config/harness/playbooks/learned.yaml)")
     else:
-        typer.echo(f"wrote {n} entr{'y' if n == 1 else 'ies'} to {out}; use it with `playbooks: [{out}]` in the spec "
-                   f"(or put it on $HARNESS_PLAYBOOKS)")
+        typer.echo(f"wrote {n} entr{'y' if n == 1 else 'ies'} to {out}; use it with `playbooks: [{out.resolve()}]` in "
+                   f"the spec, or put its directory on $HARNESS_PLAYBOOKS and name it `{out.stem}`")
 
 
 def register(app: typer.Typer) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..chain import STAGES
+from ..errors import HarnessError
 from ..playbook import MetricRule, Playbook, PlaybookFile, Signature, compile_playbook, merge
 from ..redact import redact
 from ..session.state import fold
@@ -164,7 +165,7 @@ def validate(p: Proposal, *, log: Path, base: Playbook, healthy: list[Path], cha
     learned = with_entries(base, [p])
     try:
         verdict, _ = analyze(log, learned)
-    except OSError as e:
+    except (OSError, HarnessError) as e:
         p.problems.append(f"the attempt's log cannot be read: {e}")
         return
     got = (verdict.get("root_cause") or {}).get("signature")

@@ -31,7 +31,8 @@ def render(proposals: list[Proposal], out: Path, extends: list[str], sessions: l
     data = {"name": name,
             "description": f"Learned by harness learn from session(s) {', '.join(froms)}; "
                            f"updated {datetime.date.today().isoformat()}. Review before sharing.",
-            "extends": list(dict.fromkeys([*(old.extends if old else []), *extends])),
+            "extends": [e for e in dict.fromkeys([*(old.extends if old else []), *extends])
+                        if Path(e).resolve() != out.resolve()],  # a session that used this file: not itself
             "signatures": list(sigs.values()), "metric_rules": list(rules.values())}
     return yaml.dump({k: v for k, v in data.items() if v}, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
                      width=100)
