@@ -28,8 +28,9 @@ def render(proposals: list[Proposal], out: Path, extends: list[str], sessions: l
     for p in proposals:
         (rules if p.kind == "rule" else sigs)[p.entry["id"]] = p.entry
     froms = sorted({*(_sessions(old) if old else []), *sessions})
+    shown = ", ".join(froms[-5:]) + (f" and {len(froms) - 5} earlier" if len(froms) > 5 else "")
     data = {"name": name,
-            "description": f"Learned by harness learn from session(s) {', '.join(froms)}; "
+            "description": f"Learned by harness learn from session(s) {shown}; "
                            f"updated {datetime.date.today().isoformat()}. Review before sharing.",
             "extends": [e for e in dict.fromkeys([*(old.extends if old else []), *extends])
                         if Path(e).resolve() != out.resolve()],  # a session that used this file: not itself
