@@ -21,11 +21,14 @@ def learn(
 ) -> None:
     """Turn a session's successful changes into validated playbook entries."""
     from ..learn import learn as run_learn, render, write
+    from ..learn.write import check_target
     from ..analyze import check_log_path
     from ..session.store import find_session, session_or_directory
 
     for h in healthy:
         check_log_path(h)
+    if out is not None:
+        check_target(out)
     directory = session_or_directory(session) if session else find_session(None)
     if not (directory / "journal.jsonl").is_file() or not (directory / "spec.yaml").is_file():
         from ..errors import BadInput

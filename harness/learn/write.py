@@ -39,8 +39,8 @@ def render(proposals: list[Proposal], out: Path, extends: list[str], sessions: l
                      width=100)
 
 
-def write(text: str, out: Path) -> None:
-    """Write the playbook atomically after checking it loads as one (never into the package)."""
+def check_target(out: Path) -> None:
+    """Refuse a file inside the installed package or in a directory that does not exist."""
     target = out.resolve()
     package = Path(__file__).resolve().parents[1]
     if target.is_relative_to(package) or target.is_relative_to(shipped_dir().resolve()):
@@ -48,6 +48,12 @@ def write(text: str, out: Path) -> None:
                        "e.g. ~/.config/harness/playbooks/ or a team checkout on $HARNESS_PLAYBOOKS")
     if not target.parent.is_dir():
         raise BadInput(f"{out.parent}: no such directory; create it or give another -o")
+
+
+def write(text: str, out: Path) -> None:
+    """Write the playbook atomically after checking it loads as one (never into the package)."""
+    check_target(out)
+    target = out.resolve()
     try:
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=".harness-learn-") as d:
             probe = Path(d) / target.name  # its name is the file's: the check is the file's own
