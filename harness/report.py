@@ -267,13 +267,16 @@ def _timeline(events: list[dict], t0: float) -> list[tuple[str, str, str]]:
 
 
 def _by(fix: dict) -> str:
-    """Whose fix it was, when a learned playbook's: ` — fixed by the learned playbook X (from session Y)`."""
+    """Whose fix it was, when a learned playbook's: ` — fixed by the learned playbook X (from session Y)`
+    (for one applied)."""
     origin = fix.get("origin") or ""
     if ", learned from session " not in origin:
         return ""
     name, _, rest = origin.partition(" (")
     session = rest.split(", learned from session ", 1)[1].split(" ", 1)[0]
-    return f" — fixed by the learned playbook {name} (from session {session})"
+    if fix.get("applied"):
+        return f" — fixed by the learned playbook {name} (from session {session})"
+    return f" (a fix of the learned playbook {name}, from session {session})"
 
 
 def _event_line(e: dict) -> tuple[str, str | None]:

@@ -171,3 +171,22 @@ def test_the_file_is_never_written_half_or_into_the_package(tmp_path):
     with pytest.raises(BadInput, match="no such directory"):
         write("name: y\n", tmp_path / "nope" / "y.yaml")
     assert yaml.safe_load(mine.read_text()) == {"name": "mine"}
+
+
+def test_the_report_says_which_fixes_a_learned_playbook_made():
+    from harness.report import markdown
+
+    origin = "pangu-learned ($HARNESS_PLAYBOOKS), learned from session 20261201-010203-ab12 attempt 3"
+    events = [_ev("session", session="s", host="h", workdir="/w", spec={}),
+              _ev("launch", attempt=1, run_id="r1", pid=1, sha="0"), _verdict(1, "crash", 1, 2, "A"),
+              _ev("fix", attempt=1, signature="learned_x", kind="replace", description="m.py: a -> b", applied=True,
+                  files=["m.py"], origin=origin),
+              _ev("launch", attempt=2, run_id="r2", pid=1, sha="1"), _verdict(2, "crash", 2, 3, "B"),
+              _ev("fix", attempt=2, signature="learned_y", kind="replace", description="m.py: text not found",
+                  applied=False, files=[], origin=origin),
+              _ev("fix", attempt=2, signature="shipped", kind="set_env", description="set X=1", applied=True,
+                  files=[], origin="minichain (shipped)")]
+    text = markdown(events)
+    assert "m.py: a -> b — fixed by the learned playbook pangu-learned (from session 20261201-010203-ab12)" in text
+    assert "text not found (a fix of the learned playbook pangu-learned, from session 20261201-010203-ab12)" in text
+    assert "set X=1 —" not in text and "set X=1 (" not in text

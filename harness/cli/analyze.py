@@ -73,9 +73,10 @@ def playbook_list(
 
 
 def _spec_playbooks(path: Path) -> list[str]:
+    from ..playbook import shipped_names
     from ..spec import load_spec
 
-    return load_spec(path).playbooks or []
+    return load_spec(path).playbooks or shipped_names()  # none named: the union of the shipped ones
 
 
 def playbook_check(file: Path = typer.Argument(..., help="A playbook YAML file.")) -> None:
