@@ -245,3 +245,24 @@ def test_context_shows_a_repeated_line_the_same_whether_it_was_looked_at_or_skip
         assert f.context[-2:] == ["(WorkerDict pid=1) loading shards [repeated 7x across cluster]",
                                   "(WorkerDict pid=1) init engine (profile, create kv cache, warmup model) took"
                                   " 3.0 seconds [repeated 3x across cluster]"], (fast, f.context)
+
+
+def test_a_hang_is_read_at_its_last_line_not_at_a_request_the_server_answered(tmp_path):
+    """Whichever process flushed last: an access-log line of an answered request (uvicorn, as vLLM's and
+    SGLang's OpenAI servers log) says the server is fine; the silence is read at the line before it."""
+    import os
+
+    from harness.analyze import analyze_file
+
+    log = tmp_path / "run.log"
+    log.write_text("(AgentWorker pid=7) agent worker started; waiting for 2 peers\n"
+                   'INFO:     127.0.0.1:43792 - "GET /v1/models HTTP/1.1" 200 OK\n'
+                   'INFO:     127.0.0.1:43793 - "GET /health HTTP/1.1" 200 OK\n')
+    os.utime(log, (1000.0, 1000.0))
+    verdict, _ = analyze_file(log, load_playbook("base"), now=1000.0 + 7200)
+    rc = verdict["root_cause"]
+    assert verdict["outcome"] == "hang" and rc["text"].startswith("agent worker started"), rc
+    log.write_text('INFO:     127.0.0.1:43793 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error\n')
+    os.utime(log, (1000.0, 1000.0))
+    verdict, _ = analyze_file(log, load_playbook("base"), now=1000.0 + 7200)
+    assert "500 Internal Server Error" in verdict["root_cause"]["text"]  # a failed request is no answer
