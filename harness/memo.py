@@ -38,9 +38,12 @@ def code_hash(*files: str) -> str:
 
 
 class DiskMemo:
-    def __init__(self, name: str, version: str):
+    def __init__(self, name: str, version: str, max_entries: int = MAX_ENTRIES):
+        """`max_entries`: the most recently used kept (a memo of large values, such as one gate per
+        playbook variant, keeps few: every command reads the whole file)."""
         py = f"py{sys.version_info[0]}{sys.version_info[1]}"  # `re`'s parser differs between versions
         self.name = f"{name}-{py}-{version}.json"
+        self.max_entries = max_entries
         self._data: dict | None = None
         self._added = 0
 
@@ -58,6 +61,7 @@ class DiskMemo:
         """The stored value for `key`, else `compute()` (a JSON-able value), stored."""
         data = self._load()
         if key in data:
+            data[key] = data.pop(key)  # the most recently used last: it outlives the others at the next save
             return data[key]
         value = data[key] = compute()
         self._added += 1
@@ -66,7 +70,7 @@ class DiskMemo:
     def save(self) -> None:
         if not self._added or self._data is None:
             return
-        items = list(self._data.items())[-MAX_ENTRIES:]
+        items = list(self._data.items())[-self.max_entries:]
         d = cache_dir()
         try:
             d.mkdir(parents=True, exist_ok=True)

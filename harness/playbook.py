@@ -343,9 +343,10 @@ def origins(items: Lineage) -> dict[str, str]:
     (`pangu-learned ($HARNESS_PLAYBOOKS), learned from session 20261203-… attempt 3`)."""
     out: dict[str, str] = {}
     for pb, path in items:
+        label = f"{pb.name} ({where(path)})"
         for x in pb.signatures + pb.metric_rules:
             m = LEARNED.match(x.evidence)
-            out[x.id] = f"{pb.name} ({where(path)})" + (f", learned from {m.group(0)}" if m else "")
+            out[x.id] = label + (f", learned from {m.group(0)}" if m else "")
     return out
 
 

@@ -76,7 +76,7 @@ def _stage(v: str) -> str:
 
 
 def _playbook(v: str, info: ValidationInfo) -> str:
-    """A playbook looked up along the playbook path (README: "Playbooks where teams keep them"):
+    """A playbook looked up along the playbook path (README: "Where playbooks are looked up"):
     a shipped one stays a name; any other becomes its absolute path, so the session's frozen spec
     reads the same file whatever $HARNESS_PLAYBOOKS says when it resumes."""
     from .errors import PlaybookError
@@ -85,8 +85,8 @@ def _playbook(v: str, info: ValidationInfo) -> str:
     try:
         p = locate(v, Path((info.context or {}).get("base", ".")))
     except PlaybookError as e:
-        where = e.message.removeprefix("no such playbook")  # " in …, … nor shipped (…)", or " file"
-        raise ValueError(f"no playbook {v!r}{where if where.startswith(' in ') else ': ' + e.message}") from None
+        rest = e.message.removeprefix("no such playbook")  # " in …, … nor shipped (…)", or " file"
+        raise ValueError(f"no playbook {v!r}{rest if rest.startswith(' in ') else ': ' + e.message}") from None
     return v if where(p) == "shipped" and p.stem == v else str(p.resolve())
 
 

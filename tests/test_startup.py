@@ -156,3 +156,17 @@ def test_the_phone_gets_the_40_column_report(tmp_path):
                        timeout=60)
     assert r.returncode == 0, r.stderr
     assert "### attempt 11" in r.stdout and max(map(len, r.stdout.splitlines())) <= 40
+
+
+def test_a_small_memo_keeps_the_most_recently_used(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+    m = DiskMemo("s", "v1", max_entries=2)
+    for k in ("a", "b"):
+        m.get(k, lambda k=k: k)
+    m.save()
+    m = DiskMemo("s", "v1", max_entries=2)
+    assert m.get("a", lambda: "recomputed") == "a"  # used: now the most recent
+    m.get("c", lambda: "c")
+    m.save()
+    again = DiskMemo("s", "v1", max_entries=2)
+    assert [again.get(k, lambda: "recomputed") for k in ("a", "c", "b")] == ["a", "c", "recomputed"]

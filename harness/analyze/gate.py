@@ -18,7 +18,9 @@ from .. import patterns as _patterns
 from ..memo import DiskMemo, code_hash, digest
 from ..patterns import accelerated, automaton, minimal, occurring, required_sets, scan_literals, trie_regex
 
-_SOURCES = DiskMemo("gates", code_hash(__file__, _patterns.__file__))
+# one entry per playbook variant (20-30 KB each), and `harness learn` validates with many variants:
+# the newest used few are kept, so the file every analyze reads stays small
+_SOURCES = DiskMemo("gates", code_hash(__file__, _patterns.__file__), max_entries=24)
 WINDOW = 256 * 1024  # bytes scanned at a time (the hits of one window are kept)
 MAX_ALTERNATIVES = 4
 

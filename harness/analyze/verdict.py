@@ -59,11 +59,12 @@ def silence(an, quiet: float, stage: int) -> Finding:
     """The root cause of a run that went silent without an error: its last line, categorised by
     the error family its last lines belong to (a TCPStore wait is a collective hang), else a
     timeout — the stage took longer than anything allows."""
-    tail = [make_line(0, ln, an.pb.prefixes).text for ln in an.tail[-3:]]  # without Ray's and ranks' prefixes
+    peeled = [make_line(0, ln, an.pb.prefixes).text for ln in an.tail]  # without Ray's and ranks' prefixes
+    tail = peeled[-3:]
     # A server's access-log line of a request it answered (uvicorn's `"GET /v1/models HTTP/1.1" 200 OK`,
     # as vLLM's and SGLang's OpenAI servers print it) says the server is fine: the waiting is in what
     # printed before it, whichever process happened to flush last.
-    waited = [t for t in (make_line(0, ln, an.pb.prefixes).text for ln in an.tail) if not ANSWERED.search(t)]
+    waited = [t for t in peeled if not ANSWERED.search(t)]
     last = waited[-1] if waited else (tail[-1] if tail else "")
     cats = [c for c in (family(an.pb, "", ln)[0] for ln in reversed(tail)) if c != "other"]
     return Finding(key=SILENCE, line_no=an.line_no, text=last, category=cats[0] if cats else "timeout",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .propose import Proposal, Step, propose, steps, validate, with_entries
+from .propose import Proposal, Step, healthy_hits, propose, steps, validate, with_entries
 from .write import render, write
 
 __all__ = ["learn", "render", "write", "Learned", "healthy_logs"]
@@ -48,17 +48,17 @@ def learn(directory: Path, healthy: list[Path] = ()) -> Learned:
     events = Journal.read(directory / "journal.jsonl")
     spec = load_spec(directory / "spec.yaml")
     pb = load_playbook(spec.playbooks or None)
-    todo = [s for s in steps(events) if not s.skip]
+    all_steps = steps(events)
+    todo = [s for s in all_steps if not s.skip]
     changes = asyncio.run(_changes(directory, todo)) if todo else {}
     log = lambda n: directory / "attempts" / f"{n:02d}.log"  # noqa: E731
     passed = [log(a.n) for a in fold(events).attempts if (a.verdict or {}).get("outcome") == "pass"]
     clean = [*healthy_logs(), *(p for p in passed if p.is_file()), *healthy]
-    proposals = []
-    for s in todo:
-        change, diff = changes[s.attempt]
-        p = propose(s, change, diff, pb, directory.name)
-        validate(p, log=log(s.attempt), base=pb, healthy=clean, change=change, analyze=analyze_file)
-        proposals.append(p)
+    proposals = [propose(s, *changes[s.attempt], pb, directory.name) for s in todo]
+    fresh = [p for p in proposals if p.ok]  # the others (no line to match, a secret) are out already
+    for p in fresh:
+        validate(p, log=log(p.attempt), base=pb, change=changes[p.attempt][0], analyze=analyze_file)
+    healthy_hits(fresh, clean)
     # together too: an entry must still be the root cause of its own log beside the others
     ok = [p for p in proposals if p.ok]
     together = with_entries(pb, ok)
@@ -66,7 +66,7 @@ def learn(directory: Path, healthy: list[Path] = ()) -> Learned:
         verdict, _ = analyze_file(log(p.attempt), together)
         if (got := (verdict.get("root_cause") or {}).get("signature")) != p.entry["id"]:
             p.problems.append(f"beside the other learned entries the root cause on its log is {got or 'none'}")
-    return Learned(directory.name, steps(events), proposals, list(spec.playbooks or shipped_names()))
+    return Learned(directory.name, all_steps, proposals, list(spec.playbooks or shipped_names()))
 
 
 async def _changes(directory: Path, todo: list[Step]) -> dict[int, tuple[dict, str]]:

@@ -155,11 +155,10 @@ def _hint(step: Step, change: Change, diff: str, fix: dict | None, why: str) -> 
 
 # ---------------------------------------------------------------- validation
 
-def validate(p: Proposal, *, log: Path, base: Playbook, healthy: list[Path], change: Change,
-             analyze) -> None:
+def validate(p: Proposal, *, log: Path, base: Playbook, change: Change, analyze) -> None:
     """Fill `p.problems`: the entry must be what the analyzer finds as the root cause on the log it
-    came from, match no line of a healthy log, and its declared fix must reproduce the ledger's
-    change on the snapshot before it. `analyze(path, playbook)` is the analyzer over a file."""
+    came from, and its declared fix must reproduce the ledger's change on the snapshot before it.
+    `analyze(path, playbook)` is the analyzer over a file. (Healthy logs: `healthy_hits`.)"""
     if p.problems:
         return
     learned = with_entries(base, [p])
@@ -171,16 +170,24 @@ def validate(p: Proposal, *, log: Path, base: Playbook, healthy: list[Path], cha
     got = (verdict.get("root_cause") or {}).get("signature")
     if got != p.entry["id"]:
         p.problems.append(f"on the log of attempt {p.attempt} the root cause is {got or 'none'}, not this entry")
-    if p.kind != "rule":
-        rx = re.compile(p.entry["regex"])
-        for h in healthy:
-            if hit := _first_match(rx, h):
-                p.problems.append(f"matches a healthy log: {h.name}:{hit[0]}: {hit[1][:100]!r}")
-                break
     if "fix" in p.entry:
         ok, why = reproduces(p.entry["fix"], change)
         if not ok:
             p.problems.append(f"the declared fix does not reproduce the change: {why}")
+
+
+def healthy_hits(proposals: list[Proposal], healthy: list[Path]) -> None:
+    """A signature that matches a line of a healthy log is not offered: its first such line is
+    added to its problems. Each log is read once for all the proposals."""
+    left = [(p, re.compile(p.entry["regex"])) for p in proposals if p.kind != "rule"]
+    for path in healthy:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for no, line in enumerate(fh, 1):
+                if not left:
+                    return
+                for p, rx in [x for x in left if x[1].search(line)]:
+                    p.problems.append(f"matches a healthy log: {path.name}:{no}: {line.rstrip(chr(10))[:100]!r}")
+                    left.remove((p, rx))
 
 
 def with_entries(base: Playbook, proposals: list[Proposal], name: str = "learned") -> Playbook:
@@ -190,11 +197,3 @@ def with_entries(base: Playbook, proposals: list[Proposal], name: str = "learned
     top = PlaybookFile(name=name, signatures=sigs, metric_rules=rules)
     origins = base.origins | {p.entry["id"]: f"{name} (file), learned from {p.entry['evidence']}" for p in proposals}
     return compile_playbook(merge([base.source, top], base.name), origins)
-
-
-def _first_match(rx: re.Pattern, path: Path) -> tuple[int, str] | None:
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for no, line in enumerate(fh, 1):
-            if rx.search(line):
-                return no, line.rstrip("\n")
-    return None

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from ..agent.fixes import edit_text
+from ..yamledit import same
 
 Change = dict[str, tuple[str | None, str | None]]  # path -> (text before, text after); None: absent
 
@@ -50,7 +51,7 @@ def reproduces(fix: dict, change: Change) -> tuple[bool, str]:
     out, description = edit_text(fix, before or "", path)
     if out is None:
         return False, description
-    if out == after or (fix["kind"] == "set_yaml" and _load(out) == _load(after)):
+    if out == after or (fix["kind"] == "set_yaml" and same(_load(out), _load(after))):
         return True, description
     return False, f"applying it gives another text than the ledger's ({description})"
 

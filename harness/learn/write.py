@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import BadInput
-from ..playbook import read_file, shipped_dir
+from ..playbook import LEARNED, read_file, shipped_dir
 from .propose import Proposal
 
 
@@ -65,7 +65,7 @@ def write(text: str, out: Path) -> None:
 
 
 def _sessions(pb) -> list[str]:
-    return [e.evidence.split()[1] for e in [*pb.signatures, *pb.metric_rules] if e.evidence.startswith("session ")]
+    return [m.group(1) for e in [*pb.signatures, *pb.metric_rules] if (m := LEARNED.match(e.evidence))]
 
 
 class _Dumper(yaml.SafeDumper):
