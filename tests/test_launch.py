@@ -7,6 +7,7 @@ import contextlib
 import glob
 import importlib.util
 import os
+import random
 import signal
 import subprocess
 import time
@@ -224,6 +225,40 @@ def test_a_run_that_just_ended_stays_alive_until_its_supervisor_wrote_the_code(t
     assert (first.alive, first.exit_code) == (True, None)
     assert (reused.alive, reused.exit_code) == (False, None)
     assert (last.alive, last.exit_code) == (False, 7)
+
+
+def test_a_poll_never_sees_a_dead_run_without_its_code(tmp_path):
+    """A supervisor that writes exit_code and exits while a poll reads the run's state: every poll
+    that calls the run dead has its code (reading the files before asking whether it was alive
+    once gave alive=False, exit_code=None: a Slurm test failed on it in CI). Supervisors end at
+    random moments under a stream of polls; 40 endings."""
+    boot = open("/proc/sys/kernel/random/boot_id").read()
+    rng = random.Random(7)
+
+    async def one(lo, i):
+        rd = tmp_path / f".harness/runs/r{i}"
+        rd.mkdir(parents=True)
+        (rd / "pid").write_text("999999999\n")
+        (rd / "boot_id").write_text(boot)
+        (rd / "wrapper.sh").write_text(f"sleep {rng.uniform(0.05, 0.3):.3f}\n"
+                                       "printf '1\\n' > ended; printf '9\\n' > .x; mv -f .x exit_code\n")
+        sup = subprocess.Popen(["sh", "wrapper.sh"], cwd=rd)
+        (rd / "sup").write_text(f"{sup.pid}\n")
+        h = await lo.find(str(tmp_path), f"r{i}")
+        try:
+            for _ in range(2000):
+                st = await lo.poll(h)
+                if not st.alive:
+                    return st
+        finally:
+            sup.wait(10)
+        raise AssertionError(f"r{i} never ended")
+
+    async def go():
+        lo = Launcher(await connect(HostSpec(host="localhost", transport="local")))
+        return [await one(lo, i) for i in range(40)]
+
+    assert [st.exit_code for st in arun(go())] == [9] * 40
 
 
 def test_a_new_controller_finds_the_run_by_id(spec, tmp_path):

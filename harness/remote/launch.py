@@ -99,11 +99,15 @@ mkdir -p .harness/runs && mkdir -m 700 "$R" || exit 5
 printf '%s\n' "$LOG" > "$R/log_name" && printf '%s\n' "$CLAIMANT" > "$R/.claim" && mv -f "$R/.claim" "$R/claim" && pwd -P
 '''
 
-# A run's state, one `name=value` a line (in its run dir, with ALIVE's functions).
+# A run's state, one `name=value` a line (in its run dir, with ALIVE's functions). Whether it is
+# alive is asked before its files are read: a supervisor that writes exit_code and exits between
+# the two is then read with its code (read the other way round, the run was dead with no code),
+# and a run whose exit_code was read is not alive.
 STATE = r'''
 cd -P . && echo "dir=$PWD"
-for f in pid pgid started exit_code ended log_name; do val $f && echo "$f=$v"; done
-alive . && echo alive=1
+a=; alive . && a=1
+for f in pid pgid started exit_code ended log_name; do val $f && echo "$f=$v" && [ $f = exit_code ] && a=; done
+[ -n "$a" ] && echo alive=1
 true
 '''
 
