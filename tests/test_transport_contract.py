@@ -367,6 +367,21 @@ def test_read_large_binary(arun, transport, tmp_path):
     assert arun(transport.read(str(tmp_path / "big"))) == data
 
 
+def test_read_large_at_an_offset_with_a_size(arun, transport, tmp_path):
+    """A backlog read (paramiko streams reads over 1 MiB through a shell): every byte value, lines
+    shaped like the shell framing's markers, an offset and a size that cut inside them."""
+    data = (os.urandom(700_000) + b"\n__hx0123456789abcdef0\n__hx0123456789abcdef<\n") * 4
+    (tmp_path / "big").write_bytes(data)
+    assert arun(transport.read(str(tmp_path / "big"), offset=123_457, size=2_000_001)) == data[123_457:2_123_458]
+    assert arun(transport.read(str(tmp_path / "big"), offset=1_500_000)) == data[1_500_000:]
+    assert arun(transport.read(str(tmp_path / "big"), offset=len(data), size=2_000_000)) == b""
+
+
+def test_read_of_a_directory_raises_is_a_directory(arun, transport, tmp_path):
+    with pytest.raises(IsADirectoryError):
+        arun(transport.read(str(tmp_path)))
+
+
 # --- write -------------------------------------------------------------------------------------
 
 def test_write_round_trips(arun, transport, tmp_path):
