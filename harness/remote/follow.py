@@ -36,7 +36,7 @@ class Chunk:
     more: bool = False  # the read was capped at max_bytes: more is there already (catching up)
 
 
-async def poll(t: Transport, cur: Cursor, max_bytes: int = 8 << 20) -> Chunk | None:
+async def poll(t: Transport, cur: Cursor, max_bytes: int = 16 << 20) -> Chunk | None:
     """One look at the file: the new complete lines since `cur.offset`, or None."""
     st = await t.stat(cur.path)
     if st is None:
