@@ -266,3 +266,32 @@ def test_a_hang_is_read_at_its_last_line_not_at_a_request_the_server_answered(tm
     os.utime(log, (1000.0, 1000.0))
     verdict, _ = analyze_file(log, load_playbook("base"), now=1000.0 + 7200)
     assert "500 Internal Server Error" in verdict["root_cause"]["text"]  # a failed request is no answer
+
+
+NEMORL_STEP = ("========================= Step 3/500 =========================\n"
+               "▶ Preparing batch...\n"
+               "▶ Generating responses for batch of size 512...\n"
+               "(VllmGenerationWorker pid=41) INFO 03-02 10:00:01 [loader.py:458] Loading weights took 2.1 seconds\n"
+               "▶ Processing rewards...\n"
+               "▶ Computing advantages...\n"
+               "▶ Preparing for logprob inference...\n"
+               "▶ Computing logprobs...\n"
+               "▶ Preparing for training...\n"
+               "▶ Training policy...\n")
+
+
+@pytest.mark.parametrize("banner, stage", [("▶ Preparing batch", "task_dispatch"), ("▶ Generating", "completion"),
+                                           ("▶ Processing rewards", "reward"), ("▶ Computing logprobs", "training_data"),
+                                           ("▶ Training policy", "actor_update")])
+def test_a_step_s_phase_banners_place_a_failure_and_a_hang_with_nothing_else_to_say(banner, stage):
+    """NeMo-RL's GRPO loop prints a banner as each phase of a step begins (grpo.py); a log of our
+    own, cut after the phase's banner: a bare error there, and a silent run there, are that stage's."""
+    from harness.chain import STAGE_NO
+
+    end = NEMORL_STEP.index("\n", NEMORL_STEP.index(banner)) + 1
+    log = NEMORL_STEP[:end]
+    union = load_playbook("base")
+    crash, _ = run(union, log + "RuntimeError: the worker group returned 3 results for 4 shards\n")
+    hang, _ = run(union, log, ts=1000.0, now=1000.0 + 7200)
+    assert (crash["outcome"], crash["failed_stage"]) == ("crash", STAGE_NO[stage]), crash["root_cause"]
+    assert (hang["outcome"], hang["failed_stage"]) == ("hang", STAGE_NO[stage]), hang["root_cause"]
