@@ -280,16 +280,27 @@ NEMORL_STEP = ("========================= Step 3/500 =========================\n
                "▶ Training policy...\n")
 
 
-@pytest.mark.parametrize("banner, stage", [("▶ Preparing batch", "task_dispatch"), ("▶ Generating", "completion"),
-                                           ("▶ Processing rewards", "reward"), ("▶ Computing logprobs", "training_data"),
-                                           ("▶ Training policy", "actor_update")])
-def test_a_step_s_phase_banners_place_a_failure_and_a_hang_with_nothing_else_to_say(banner, stage):
-    """NeMo-RL's GRPO loop prints a banner as each phase of a step begins (grpo.py); a log of our
-    own, cut after the phase's banner: a bare error there, and a silent run there, are that stage's."""
+SLIME_STEP = ("(MegatronTrainRayActor pid=9) [2026-02-01 10:00:00] timer.py:24 - Timer update_weights start\n"
+              "(MegatronTrainRayActor pid=9) [2026-02-01 10:00:09] timer.py:33 - Timer update_weights end (elapsed: 9.1s)\n"
+              "(SGLangEngine pid=5) [2026-02-01 10:00:10 TP0] Cache flushed successfully!\n"
+              "(MegatronTrainRayActor pid=9) [2026-02-01 10:03:00] timer.py:24 - Timer data_preprocess start\n"
+              "(MegatronTrainRayActor pid=9) [2026-02-01 10:03:01] timer.py:24 - Timer ref_log_probs start\n"
+              "(MegatronTrainRayActor pid=9) [2026-02-01 10:03:40] timer.py:24 - Timer actor_train start\n")
+
+
+@pytest.mark.parametrize("log, banner, stage", [
+    (NEMORL_STEP, "▶ Preparing batch", "task_dispatch"), (NEMORL_STEP, "▶ Generating", "completion"),
+    (NEMORL_STEP, "▶ Processing rewards", "reward"), (NEMORL_STEP, "▶ Computing logprobs", "training_data"),
+    (NEMORL_STEP, "▶ Training policy", "actor_update"),
+    (SLIME_STEP, "Timer update_weights start", "completion"), (SLIME_STEP, "Cache flushed", "completion"),
+    (SLIME_STEP, "Timer ref_log_probs", "training_data"), (SLIME_STEP, "Timer actor_train", "actor_update")])
+def test_a_step_s_phase_banners_place_a_failure_and_a_hang_with_nothing_else_to_say(log, banner, stage):
+    """A step's phases announced as they begin — NeMo-RL's GRPO banners (grpo.py), slime's timers
+    (utils/timer.py) —; logs of our own, cut after one: a bare error there, and a silent run there,
+    are that phase's stage."""
     from harness.chain import STAGE_NO
 
-    end = NEMORL_STEP.index("\n", NEMORL_STEP.index(banner)) + 1
-    log = NEMORL_STEP[:end]
+    log = log[:log.index("\n", log.index(banner)) + 1]
     union = load_playbook("base")
     crash, _ = run(union, log + "RuntimeError: the worker group returned 3 results for 4 shards\n")
     hang, _ = run(union, log, ts=1000.0, now=1000.0 + 7200)
