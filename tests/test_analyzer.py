@@ -288,18 +288,29 @@ SLIME_STEP = ("(MegatronTrainRayActor pid=9) [2026-02-01 10:00:00] timer.py:24 -
               "(MegatronTrainRayActor pid=9) [2026-02-01 10:03:40] timer.py:24 - Timer actor_train start\n")
 
 
-@pytest.mark.parametrize("log, banner, stage", [
-    (NEMORL_STEP, "▶ Preparing batch", "task_dispatch"), (NEMORL_STEP, "▶ Generating", "completion"),
-    (NEMORL_STEP, "▶ Processing rewards", "reward"), (NEMORL_STEP, "▶ Computing logprobs", "training_data"),
-    (NEMORL_STEP, "▶ Training policy", "actor_update"),
-    (SLIME_STEP, "Timer update_weights start", "completion"), (SLIME_STEP, "Cache flushed", "completion"),
-    (SLIME_STEP, "Timer ref_log_probs", "training_data"), (SLIME_STEP, "Timer actor_train", "actor_update")])
-def test_a_step_s_phase_banners_place_a_failure_and_a_hang_with_nothing_else_to_say(log, banner, stage):
+AREAL_STEP = ("(AReaL) 20260301-10:00:00.100 [FSDPEngine Rank 0] INFO: Saved weights to disk for the update.\n"
+              "(AReaL) 20260301-10:00:05.200 [RemoteInfEngine Rank 0] INFO: Loading weights from disk done in 5.10s. "
+              "Respond time: 0.40s.\n"
+              "(AReaL) 20260301-10:00:06.000 SyncRPCServer INFO: Cleared 12 batch shards.\n")
+
+
+STEPS = {"nemo-rl": NEMORL_STEP, "slime": SLIME_STEP, "areal": AREAL_STEP}
+
+
+@pytest.mark.parametrize("framework, banner, stage", [
+    ("nemo-rl", "▶ Preparing batch", "task_dispatch"), ("nemo-rl", "▶ Generating", "completion"),
+    ("nemo-rl", "▶ Processing rewards", "reward"), ("nemo-rl", "▶ Computing logprobs", "training_data"),
+    ("nemo-rl", "▶ Training policy", "actor_update"),
+    ("slime", "Timer update_weights start", "completion"), ("slime", "Cache flushed", "completion"),
+    ("slime", "Timer ref_log_probs", "training_data"), ("slime", "Timer actor_train", "actor_update"),
+    ("areal", "Loading weights from disk", "completion"), ("areal", "Cleared", "completion")])
+def test_a_step_s_phase_banners_place_a_failure_and_a_hang_with_nothing_else_to_say(framework, banner, stage):
     """A step's phases announced as they begin — NeMo-RL's GRPO banners (grpo.py), slime's timers
-    (utils/timer.py) —; logs of our own, cut after one: a bare error there, and a silent run there,
-    are that phase's stage."""
+    (utils/timer.py), AReaL's end of a weight update from disk —; logs of our own, cut after one:
+    a bare error there, and a silent run there, are that phase's stage."""
     from harness.chain import STAGE_NO
 
+    log = STEPS[framework]
     log = log[:log.index("\n", log.index(banner)) + 1]
     union = load_playbook("base")
     crash, _ = run(union, log + "RuntimeError: the worker group returned 3 results for 4 shards\n")
