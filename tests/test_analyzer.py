@@ -294,7 +294,10 @@ AREAL_STEP = ("(AReaL) 20260301-10:00:00.100 [FSDPEngine Rank 0] INFO: Saved wei
               "(AReaL) 20260301-10:00:06.000 SyncRPCServer INFO: Cleared 12 batch shards.\n")
 
 
-STEPS = {"nemo-rl": NEMORL_STEP, "slime": SLIME_STEP, "areal": AREAL_STEP}
+TRL_STEP = ("INFO 07-01 09:57:01 [loader.py:458] Loading weights took 1.92 seconds\n"
+            "  0%|          | 0/1000 [00:00<?, ?it/s]\n"
+            "INFO 07-01 10:00:00 [block_pool.py:321] Successfully reset prefix cache\n")
+STEPS = {"nemo-rl": NEMORL_STEP, "slime": SLIME_STEP, "areal": AREAL_STEP, "trl": TRL_STEP}
 
 
 @pytest.mark.parametrize("framework, banner, stage", [
@@ -303,16 +306,18 @@ STEPS = {"nemo-rl": NEMORL_STEP, "slime": SLIME_STEP, "areal": AREAL_STEP}
     ("nemo-rl", "▶ Training policy", "actor_update"),
     ("slime", "Timer update_weights start", "completion"), ("slime", "Cache flushed", "completion"),
     ("slime", "Timer ref_log_probs", "training_data"), ("slime", "Timer actor_train", "actor_update"),
-    ("areal", "Loading weights from disk", "completion"), ("areal", "Cleared", "completion")])
+    ("areal", "Loading weights from disk", "completion"), ("areal", "Cleared", "completion"),
+    ("trl", "Successfully reset prefix cache", "completion")])
 def test_a_step_s_phase_banners_place_a_failure_and_a_hang_with_nothing_else_to_say(framework, banner, stage):
     """A step's phases announced as they begin — NeMo-RL's GRPO banners (grpo.py), slime's timers
-    (utils/timer.py), AReaL's end of a weight update from disk —; logs of our own, cut after one:
+    (utils/timer.py), AReaL's end of a weight update from disk, vLLM's prefix cache reset after a
+    weight sync —; logs of our own, cut after one:
     a bare error there, and a silent run there, are that phase's stage."""
     from harness.chain import STAGE_NO
 
     log = STEPS[framework]
     log = log[:log.index("\n", log.index(banner)) + 1]
-    union = load_playbook("base")
+    union = load_playbook(None)  # what `harness analyze` reads a log of no known stack with
     crash, _ = run(union, log + "RuntimeError: the worker group returned 3 results for 4 shards\n")
     hang, _ = run(union, log, ts=1000.0, now=1000.0 + 7200)
     assert (crash["outcome"], crash["failed_stage"]) == ("crash", STAGE_NO[stage]), crash["root_cause"]
