@@ -322,3 +322,21 @@ def test_a_step_s_phase_banners_place_a_failure_and_a_hang_with_nothing_else_to_
     hang, _ = run(union, log, ts=1000.0, now=1000.0 + 7200)
     assert (crash["outcome"], crash["failed_stage"]) == ("crash", STAGE_NO[stage]), crash["root_cause"]
     assert (hang["outcome"], hang["failed_stage"]) == ("hang", STAGE_NO[stage]), hang["root_cause"]
+
+
+def test_an_exception_line_pasted_with_indentation_still_ends_its_traceback(pb):
+    """Logs pasted into issues lose or gain indentation: ` KeyError: 'x'` after a source line is
+    the exception (the run crashed), while a frame's own code line never is one."""
+    pasted = ('  File "rl/engine.py", line 394, in run_agent_trajectory_async\n'
+              "    tokens = self.assemble(steps)\n"
+              '   File "rl/engine.py", line 453, in assemble\n'
+              '    ids = step["completion_ids"]\n'
+              "         ~~~~^^^^^^^^^^^^^^^^^^\n"
+              " KeyError: 'completion_ids'\n")
+    v, _ = run(pb, ENGINE + pasted, ts=1000.0, now=1000.0 + 7200)
+    assert v["outcome"] == "crash" and v["root_cause"]["exception"] == "KeyError", v["root_cause"]
+    code = ('Traceback (most recent call last):\n  File "a.py", line 3, in main\n'
+            "    TimeoutError: float = 3.0\n"
+            "RuntimeError: the real one\n")
+    v, _ = run(pb, ENGINE + code)
+    assert v["root_cause"]["exception"] == "RuntimeError", v["root_cause"]

@@ -93,6 +93,10 @@ class BlockAssembler:
         if len(blk.lines) >= MAX_BLOCK_LINES:
             return [self.open.pop(line.proc)], False
         if blk.state == "frames":
+            if (text[:1] in (" ", "\t") and blk.lines and not FRAME.match(blk.lines[-1].text)
+                    and (m := LOOSE_EXC.match(text.lstrip()))):  # indented, after a source line: a log pasted
+                self._exception(blk, line, m)                     # or re-indented (a frame's code is never `XError: …`)
+                return [], True
             if text.startswith((" ", "\t")) or not text or TB_START.match(text):
                 self._add(blk, line)
                 return [], True
