@@ -59,3 +59,18 @@ def test_what_a_source_line_calls():
     assert calls("xs = set(len(a) for a in sorted(items))") == []  # builtins say nothing
     assert calls("return DataLoader(ds, sampler=RandomSampler(ds))") == ["__init__", "__init__"]
     assert calls("raise ValueError(compute_reward(x))") == []  # the error being built, not work
+
+
+def test_the_package_of_a_frame_names_the_stage_when_nothing_else_does(pb):
+    """A library's frames whose functions say nothing (`handler`, `parse`) still say what library
+    it is: a verifier's package is reward work; a function's own words come first."""
+    log = ["Traceback (most recent call last):",
+           '  File "/srv/tinyrl/loop.py", line 12, in main',
+           "    out = run(batch)",
+           '  File "/venv/lib/python3.12/site-packages/answer_verifier/utils.py", line 43, in handler',
+           '    raise TimeoutError("Operation timed out!")',
+           "TimeoutError: Operation timed out!"]
+    assert stage_of(pb, log)[0] == 5
+    inner = log[:4] + ['  File "/venv/lib/python3.12/site-packages/answer_verifier/utils.py", line 80, in compute_log_prob',
+                       "    raise TimeoutError(\"Operation timed out!\")", log[-1]]
+    assert stage_of(pb, inner)[0] == 6

@@ -2,8 +2,9 @@
 the Ray methods it passed through, innermost first, against the playbook's `stage_words`.
 
 Stage hints of the playbook (regexes on frames and methods) come first in each group of names, then
-the words. Each frame gives two names — its function, then its module (`reward_manager.py in __call__` is
-a reward) —, a Ray method two too — the method, then its class. Frames of modules that only
+the words. Each frame gives three names — its function, then its module (`reward_manager.py in __call__` is
+a reward), then its package (`math_verify/utils.py in handler` is a verifier's) —, a Ray method two —
+the method, then its class. Frames of modules that only
 relay a call (the playbook's `plumbing`: Ray's `get`, asyncio, contextlib…) are skipped. The
 source line printed under a frame adds the names it calls, as if they were frames inside it:
 `old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)` under `fit` is computing
@@ -32,7 +33,7 @@ def _names(pb: Playbook, entry: str) -> list[str]:
         module = parts[-1].rsplit(".", 1)[0]
         if module == "__init__" and len(parts) > 1:  # a package's own file: the package names it
             module = parts[-2]
-        return [func, module]
+        return [func, module, *parts[-2:-1]]  # its package last (`math_verify/utils.py`: a verifier)
     cls, _, method = entry.rstrip("()").rpartition(".")
     return [method, cls] if cls else [entry]
 
