@@ -340,3 +340,16 @@ def test_an_exception_line_pasted_with_indentation_still_ends_its_traceback(pb):
             "RuntimeError: the real one\n")
     v, _ = run(pb, ENGINE + code)
     assert v["root_cause"]["exception"] == "RuntimeError", v["root_cause"]
+
+
+def test_a_silent_run_whose_last_line_calls_a_collective_waits_in_it():
+    """The last thing printed is the call of a collective (a stack dumped by a watchdog or a
+    debugger, a traceback echoed without its exception): the hang is a collective's; a neutral
+    last line leaves it a timeout."""
+    union = load_playbook(None)
+    tail = ENGINE + "(WorkerDict pid=7) weight sync group ready\n"
+    for last, category in [("    work = group.allreduce([tensor], opts)", "distributed_comm_hang"),
+                           ("    dist.barrier(group=gloo_group)", "distributed_comm_hang"),
+                           ("(WorkerDict pid=7) loading shard 3 of 8", "timeout")]:
+        v, _ = run(union, tail + last + "\n", ts=1000.0, now=1000.0 + 7200)
+        assert (v["outcome"], v["root_cause"]["category"]) == ("hang", category), (last, v["root_cause"])
