@@ -289,6 +289,8 @@ def test_a_hang_comes_with_where_each_process_waits(tmp_path, monkeypatch):
     assert v["outcome"] == "hang" and v["reason"] == "hung"
     evidence = (ses.dir / "attempts" / "01.evidence.txt").read_text()
     assert "in all_reduce (<string>:" in evidence.split("\n\n")[0] or "in the collective all_reduce" in evidence
+    # its last line said nothing; where it waits does: a collective's hang
+    assert v["root"]["category"] == "distributed_comm_hang", v["root"]
     assert "Thread" in evidence and "rollout (<string>:" in evidence  # the whole stack is kept
     digest = (ses.dir / "attempts" / "01.digest.txt").read_text()
     assert "## Where the hung run waits" in digest and "all_reduce" in digest
@@ -306,3 +308,19 @@ def test_without_py_spy_the_evidence_says_how_to_get_stacks(tmp_path, monkeypatc
     evidence = (ses.dir / "attempts" / "01.evidence.txt").read_text()
     assert "no py-spy on the host" in evidence and "pip install py-spy" in evidence
     assert "wchan futex" in evidence  # states and wait channels all the same
+    assert events(ses, "verdict")[0]["root"]["category"] == "timeout"  # no stack: nothing says where it waits
+
+
+def test_the_collective_a_hung_run_waits_in_is_the_one_most_processes_are_in():
+    """From the evidence's summary: a collective proper (not ray.get or a device synchronize,
+    waits on other work that may hang for any reason); none when no process is in one."""
+    from harness.remote.evidence import waiting_in
+
+    head = "3 process(es) of the run, sampled for 1 s:\n"
+    text = (head + "  pid 1 S 0.00s CPU/s in wait (dist.py:9), in the collective all_reduce — python t.py\n"
+            "  pid 2 S 0.00s CPU/s in wait (dist.py:9), in the collective all_reduce — python t.py\n"
+            "  pid 3 S 0.00s CPU/s in get (w.py:2), in the collective get_objects — python d.py\n\n"
+            "raw: in the collective barrier, in the collective barrier, in the collective barrier\n")
+    assert waiting_in(text) == "all_reduce"  # the summary counts, not the raw dump below it
+    assert waiting_in(head + "  pid 3 S 0.00s CPU/s in get (w.py:2), in the collective get_objects — d\n") is None
+    assert waiting_in(head + "  pid 4 S 0.00s CPU/s kernel wait futex_wait — python t.py\n") is None
