@@ -39,13 +39,13 @@ true
 _PROC = re.compile(r"^== process (\d+) state (\S+) cpu_ticks (\d+) hz (\d+) wchan (\S+)$")
 _FRAME = re.compile(r"^\s+(\S.*?) \((\S+?):(\d+)\)$")
 _THREAD = re.compile(r'^Thread \d+ \((\w+)\): "([^"]*)"')
-COLLECTIVES = re.compile(r"all_?reduce|all_?gather|reduce_scatter|broadcast|barrier|all_?to_?all|\bi?recv\b|"
-                         r"\bi?send\b|synchronize|wait_for|\bget_objects\b", re.I)
 # The collectives proper (torch.distributed's ops and point-to-point calls, HCCL/NCCL's the same
-# names): a run whose processes wait in one hangs in a collective. ray.get, asyncio's wait_for and
-# a device synchronize are waits on other work, which may hang for any reason.
-COLLECTIVE_OPS = re.compile(r"all_?reduce|all_?gather|reduce_scatter|broadcast|barrier|all_?to_?all|\bi?recv\b|\bi?send\b",
-                            re.I)
+# names): a run whose processes wait in one hangs in a collective. A summary also names the other
+# waits on other processes' work (a device synchronize, asyncio's wait_for, ray.get), which may
+# hang for any reason.
+_OPS = r"all_?reduce|all_?gather|reduce_scatter|broadcast|barrier|all_?to_?all|\bi?recv\b|\bi?send\b"
+COLLECTIVE_OPS = re.compile(_OPS, re.I)
+COLLECTIVES = re.compile(_OPS + r"|synchronize|wait_for|\bget_objects\b", re.I)
 _IN_COLLECTIVE = re.compile(r", in the collective (\S+)")
 RELAY = re.compile(r"(?:^|/)(?:threading|queue|selectors|socket|subprocess)\.py$|/asyncio/|/concurrent/")
 
@@ -82,8 +82,8 @@ def summary(raw: str) -> list[str]:
 
 
 def waiting_in(evidence: str) -> str | None:
-    """The collective most of a hung run's processes wait in, from the evidence's summary (None
-    when none waits in a collective proper)."""
+    """The collective proper a hung run's processes are seen waiting in, from the evidence's
+    summary (the one most of them are in, when several; None when none is in one)."""
     found = [m[1] for m in _IN_COLLECTIVE.finditer(evidence.split("\n\n", 1)[0]) if COLLECTIVE_OPS.search(m[1])]
     return max(set(found), key=found.count) if found else None
 

@@ -264,7 +264,8 @@ class ParamikoTransport:
                 return self._idle.append(ch)
         ch.close()
 
-    def _run_sync(self, cmd: str, line: str, f: _Frame, timeout: float | None, stop) -> tuple:
+    def _run_sync(self, cmd: str, line: str, f: _Frame, timeout: float | None,
+                  stop) -> tuple[int | None, bytes, bytes]:
         ch = timed_out = None
         try:
             ch = self._shell()

@@ -199,7 +199,7 @@ async def _evidence(ses, handle: RunHandle) -> str:
 
 def _waits(v: dict, evidence: str) -> dict:
     """A silent hang whose last lines said nothing (a timeout, by default) is a collective's when
-    its processes are seen waiting in one (the evidence's stacks)."""
+    its processes are seen waiting in one (the evidence's stacks: `waiting_in`)."""
     rc, coll = v.get("root_cause"), waiting_in(evidence)
     if not (rc and coll and rc.get("signature") == SILENCE and rc.get("category") == "timeout"):
         return v
