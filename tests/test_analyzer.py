@@ -198,7 +198,8 @@ def _verl_steps(values: list[dict]) -> str:
 
 
 HEALTHY = {"actor/pg_loss": -0.02, "actor/grad_norm": 0.4, "critic/score/max": 1.0, "critic/score/min": 0.0,
-           "critic/score/mean": 0.3, "perf/throughput": 15.0}
+           "critic/score/mean": 0.3, "critic/advantages/max": 1.8, "critic/advantages/min": -1.2,
+           "perf/throughput": 15.0}
 
 
 def test_health_is_checked_over_the_whole_run_not_the_first_update():
@@ -214,6 +215,7 @@ def test_health_is_checked_over_the_whole_run_not_the_first_update():
         ({"actor/grad_norm": 40.0}, "grad_norm_explode", 7),
         ({"critic/score/max": 0.5, "critic/score/min": 0.5}, "verl_score_no_spread", 5),
         ({"critic/advantages/mean": "nan", "actor/pg_loss": "nan"}, "verl_advantages_nonfinite", 6),
+        ({"critic/advantages/max": 0.0, "critic/advantages/min": 0.0}, "verl_advantages_no_spread", 6),
         ({"perf/throughput": 0.4}, "verl_throughput_collapse", 2),
     ]
     for bad, signature, stage in cases:
