@@ -355,3 +355,12 @@ def test_a_silent_run_whose_last_line_calls_a_collective_waits_in_it():
                            ("(WorkerDict pid=7) loading shard 3 of 8", "timeout")]:
         v, _ = run(union, tail + last + "\n", ts=1000.0, now=1000.0 + 7200)
         assert (v["outcome"], v["root_cause"]["category"]) == ("hang", category), (last, v["root_cause"])
+
+
+def test_a_stage_begun_is_not_under_way_once_a_later_stage_passed():
+    """rllm's step banner begins task dispatch; the trajectories done say the tasks went out: an
+    error after them with nothing to place it is not a dispatch failure."""
+    log = ENGINE + "'epoch 0, step 1 started'\nNumber of Trajectories 16/16 completed\n" \
+        "RuntimeError: the worker group returned 3 results for 4 shards\n"
+    v, _ = run(load_playbook("rllm"), log)
+    assert v["failed_stage"] > 4, v["root_cause"]

@@ -74,3 +74,19 @@ def test_the_package_of_a_frame_names_the_stage_when_nothing_else_does(pb):
     inner = log[:4] + ['  File "/venv/lib/python3.12/site-packages/answer_verifier/utils.py", line 80, in compute_log_prob',
                        "    raise TimeoutError(\"Operation timed out!\")", log[-1]]
     assert stage_of(pb, inner)[0] == 6
+
+
+def test_set_up_is_read_on_the_failing_call_s_own_path_not_in_its_callers():
+    """The driver built the actor and called its method in one statement; the method failed in
+    code whose names say nothing: not a start-up failure (the engine had started), but the stage
+    after the last one passed."""
+    engine = "INFO 06-04 22:25:57 [core.py:210] init engine (profile, create kv cache, warmup model) took 12.3 seconds"
+    log = [engine, "Traceback (most recent call last):",
+           '  File "/srv/tinyrl/main.py", line 91, in main',
+           "    ray.get(Runner.remote().run.remote(cfg))",
+           *RAY_GET,
+           "ray.exceptions.RayTaskError(KeyError): ray::Runner.run() (pid=7, ip=10.0.0.2)",
+           '  File "/srv/tinyrl/loop.py", line 156, in tick',
+           "    ok = opt.apply(grads)",
+           "KeyError: 'head.w'"]
+    assert stage_of(load_playbook(None), log)[0] == 2  # the union: vLLM's engine marker

@@ -134,9 +134,11 @@ def path_stage(pb: Playbook, groups: list[list[str]]) -> int | None:
     """The stage of a failure from the names on its path, `groups` most telling first (the
     root's own frames, the Ray methods, every frame, the processes): in each group a stage hint
     of the playbook, else the words of functions; set-up only when no group names another
-    stage; module and class names last."""
+    stage, and only on the failing call's own path (its frames and the Ray methods it went
+    through): a caller that once built what is failing now (the driver's
+    `TaskRunner.remote().run.remote(cfg)`) did its set-up long before; module and class names last."""
     for level in (STRONG, SETUP, MODULE):
-        for names in groups:
+        for names in (groups[:2] if level == SETUP else groups):
             hint = _hint_stage(pb, names, level == SETUP) if level != MODULE else None
             if (stage := hint or _words_stage(pb, names, level)) is not None:
                 return stage

@@ -75,14 +75,15 @@ def silence(an, quiet: float, stage: int) -> Finding:
 
 
 def under_way(an, line_no: int) -> int | None:
-    """The stage whose `during` marker came last before `line_no` (of those that had not passed
-    by then): the phase that began last is the one under way, whatever order a framework runs
+    """The stage whose `during` marker came last before `line_no`, of those not passed by then
+    (a stage passes when its own or a later stage's end marker follows its during marker: the
+    trajectories done say their tasks were dispatched): the phase that began last is the one under way, whatever order a framework runs
     its phases in (NeMo-RL prepares the batch before it generates); after an actor update, only
     what began since it (a new step, a weight sync) counts (`entered` holds each stage's first
     during-marker of the latest step)."""
     after = an.last_update if an.last_update is not None and an.last_update < line_no else -1
     begun = [k for k, at in an.entered.items() if after < at < line_no
-             and not (k in an.reached and after < an.reached[k][0] < line_no)]
+             and not any(j >= k and at < an.reached[j][0] < line_no for j in an.reached)]
     return max(begun, key=an.entered.__getitem__, default=None)
 
 
