@@ -90,3 +90,19 @@ def test_set_up_is_read_on_the_failing_call_s_own_path_not_in_its_callers():
            "    ok = opt.apply(grads)",
            "KeyError: 'head.w'"]
     assert stage_of(load_playbook(None), log)[0] == 2  # the union: vLLM's engine marker
+
+
+def test_an_object_built_in_a_caller_s_line_is_not_where_the_failure_is():
+    """`Trainer(cfg).fit()` above the frames of `fit`: the object was built and its method
+    failed later; the source line of the innermost frame (and of one above relay frames) says
+    what was being called, a caller's line does not."""
+    engine = "INFO 06-04 22:25:57 [core.py:210] init engine (profile, create kv cache, warmup model) took 12.3 seconds"
+    log = [engine, "Traceback (most recent call last):",
+           '  File "/srv/tinyrl/cli.py", line 12, in main',
+           "    return Trainer(cfg).fit()",
+           '  File "/srv/tinyrl/trainer.py", line 80, in fit',
+           "    self.loop(state)",
+           '  File "/srv/tinyrl/trainer.py", line 99, in loop',
+           "    row = table[key]",
+           "KeyError: 'k7'"]
+    assert stage_of(load_playbook(None), log)[0] == 2

@@ -57,12 +57,18 @@ def calls(code: str) -> list[str]:
 
 
 def with_calls(pb: Playbook, frames: list[str], code: dict[int, str]) -> list[str]:
-    """A segment's frames, each followed by the calls of its source line (none in plumbing)."""
+    """A segment's frames, each followed by the calls of its source line (none in plumbing) when
+    the traceback does not show that call itself: under the innermost frame, or above frames that
+    only relay it (a remote call: Ray's own frames). Above a frame of the code it called, the
+    line's other calls had returned (`SwiftRLHF(args).main()` built the object, then failed in `main`)."""
+    def relay(fr: str) -> bool:
+        m = FRAME.match(fr)
+        return bool(m and pb.plumbing is not None and pb.plumbing.search(m[1]))
+
     out = []
     for i, fr in enumerate(frames):
         out.append(fr)
-        m = FRAME.match(fr)
-        if i in code and m and not (pb.plumbing is not None and pb.plumbing.search(m[1])):
+        if i in code and not relay(fr) and FRAME.match(fr) and all(relay(f) for f in frames[i + 1:]):
             out.extend(calls(code[i]))
     return out
 
