@@ -364,3 +364,13 @@ def test_a_stage_begun_is_not_under_way_once_a_later_stage_passed():
         "RuntimeError: the worker group returned 3 results for 4 shards\n"
     v, _ = run(load_playbook("rllm"), log)
     assert v["failed_stage"] > 4, v["root_cause"]
+
+
+def test_a_parameter_without_its_loader_is_a_weight_mapping_not_an_api_change():
+    union = load_playbook(None)
+    tb = ('Traceback (most recent call last):\n  File "/srv/rl/sync.py", line 40, in push\n'
+          "    model.load_weights(weights)\n")
+    for attr, category in [("weight_loader", "weight_mapping"), ("load_row_parallel_weight", "weight_mapping"),
+                           ("is_sharded", "version_incompat")]:
+        v, _ = run(union, ENGINE + tb + f"AttributeError: 'ModelWeightParameter' object has no attribute '{attr}'\n")
+        assert v["root_cause"]["category"] == category, (attr, v["root_cause"])
