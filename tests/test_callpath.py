@@ -106,3 +106,15 @@ def test_an_object_built_in_a_caller_s_line_is_not_where_the_failure_is():
            "    row = table[key]",
            "KeyError: 'k7'"]
     assert stage_of(load_playbook(None), log)[0] == 2
+
+
+def test_the_innermost_name_wins_whether_a_hint_or_a_word_names_it():
+    """A stage hint maps the trainer's `compute_loss`; the reward function it calls on its source
+    line is inside it: the failure is the reward's."""
+    log = ["Traceback (most recent call last):",
+           '  File "/venv/lib/python3.11/site-packages/transformers/trainer.py", line 3675, in training_step',
+           "    loss = self.compute_loss(model, inputs)",
+           '  File "/srv/tinyrl/grpo.py", line 372, in compute_loss',
+           "    rewards[i] = torch.tensor(reward_func(prompts, completions))",
+           "TypeError: length_reward() takes 1 positional argument but 2 were given"]
+    assert stage_of(load_playbook(None), log)[0] == 5

@@ -105,48 +105,43 @@ def _entry_stage(pb: Playbook, entry: str) -> tuple[int, int] | None:
     return None
 
 
-def _running(entries: list[str]) -> list[str]:
-    """The entries without the script's own top level: a `<module>` frame with a function frame
-    inside it is the entry point that called the failing code, not an import that failed
-    (importlib's frozen frames do not count as functions)."""
+def _running(entries: list[str]) -> list[bool]:
+    """Which entries say what the failing code was doing: not the script's own top level (a
+    `<module>` frame with a function frame inside it is the entry point that called the failing
+    code, not an import that failed; importlib's frozen frames do not count as functions)."""
     inner = [i for i, e in enumerate(entries) if (m := FRAME.match(e)) and m[3] != "<module>"
              and not m[1].startswith("<frozen")]
     last = inner[-1] if inner else -1
-    return [e for i, e in enumerate(entries)
-            if i > last or not ((m := FRAME.match(e)) and m[3] == "<module>")]
+    return [i > last or not ((m := FRAME.match(e)) and m[3] == "<module>") for i, e in enumerate(entries)]
 
 
-def _words_stage(pb: Playbook, entries: list[str], level: int) -> int | None:
-    """The stage the innermost step of that level does (entries outermost first: frame lines
-    or `Class.method()`)."""
-    for entry in reversed(_running(entries)):
-        found = _entry_stage(pb, entry)
+def _level_stage(pb: Playbook, entries: list[str], level: int) -> int | None:
+    """The stage of the innermost entry (entries outermost first: frame lines, the calls of their
+    source lines, `Class.method()`) that names one at that level: a playbook stage hint (at SETUP
+    engine_start's, the weak ones like set-up words: loading weights is also what a weight sync
+    does), else the words of its names. Innermost first, hint or word alike: `reward_func(…)`
+    called inside `compute_loss` is the reward's failure, whatever hint names `compute_loss`."""
+    for entry, running in reversed(list(zip(entries, _running(entries)))):
+        if level != MODULE:
+            for hint, rx in pb.stage_hints:
+                if (hint.stage == "engine_start") == (level == SETUP) and rx.search(entry):
+                    return STAGE_NO[hint.stage]
+        found = _entry_stage(pb, entry) if running else None
         if found is not None and found[1] == level:
             return found[0]
     return None
 
 
-def _hint_stage(pb: Playbook, entries: list[str], weak: bool) -> int | None:
-    """The stage of the innermost entry a playbook stage hint maps (engine_start's hints are the
-    weak ones, like set-up words: loading weights is also what a weight sync does)."""
-    for entry in reversed(entries):
-        for hint, rx in pb.stage_hints:
-            if (hint.stage == "engine_start") == weak and rx.search(entry):
-                return STAGE_NO[hint.stage]
-    return None
-
-
 def path_stage(pb: Playbook, groups: list[list[str]]) -> int | None:
     """The stage of a failure from the names on its path, `groups` most telling first (the
-    root's own frames, the Ray methods, every frame, the processes): in each group a stage hint
-    of the playbook, else the words of functions; set-up only when no group names another
-    stage, and only on the failing call's own path (its frames and the Ray methods it went
-    through): a caller that once built what is failing now (the driver's
+    root's own frames, the Ray methods, every frame, the processes): in each group, innermost
+    first, a stage hint of the playbook or the words of functions; set-up only when no group
+    names another stage, and only on the failing call's own path (its frames and the Ray methods
+    it went through): a caller that once built what is failing now (the driver's
     `TaskRunner.remote().run.remote(cfg)`) did its set-up long before; module and class names last."""
     for level in (STRONG, SETUP, MODULE):
         for names in (groups[:2] if level == SETUP else groups):
-            hint = _hint_stage(pb, names, level == SETUP) if level != MODULE else None
-            if (stage := hint or _words_stage(pb, names, level)) is not None:
+            if (stage := _level_stage(pb, names, level)) is not None:
                 return stage
     return None
 
