@@ -1,8 +1,8 @@
 """The stage of a failure read from its call path: the names of the frames of a traceback and of
 the Ray methods it passed through, innermost first, against the playbook's `stage_words`.
 
-Stage hints of the playbook (regexes on frames and methods) come first in each group of names, then
-the words. Each frame gives three names — its function, then its module (`reward_manager.py in __call__` is
+Stage hints of the playbook (regexes on frames and methods) and the words are read innermost first
+in each group of names: whichever names the innermost entry decides. Each frame gives three names — its function, then its module (`reward_manager.py in __call__` is
 a reward), then its package (`math_verify/utils.py in handler` is a verifier's) —, a Ray method two —
 the method, then its class. Frames of modules that only
 relay a call (the playbook's `plumbing`: Ray's `get`, asyncio, contextlib…) are skipped. The
