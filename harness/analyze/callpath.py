@@ -5,8 +5,9 @@ Stage hints of the playbook (regexes on frames and methods) and the words are re
 in each group of names: whichever names the innermost entry decides. Each frame gives three names —
 its function, then its module (`reward_manager.py in __call__` is a reward), then its package
 (`math_verify/utils.py in handler` is a verifier's) —, a Ray method two — the method, then its
-class. Frames of modules that only relay a call (the playbook's `plumbing`: Ray's `get`, asyncio, contextlib…) are skipped. The
-source line printed under a frame adds the names it calls, as if they were frames inside it:
+class. Frames of modules that only relay a call (the playbook's `plumbing`: Ray's `get`, asyncio,
+contextlib…) are skipped. The source line printed under a frame adds the names it calls, as if
+they were frames inside it:
 `old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)` under `fit` is computing
 log-probs (a remote call's own frames are Ray's, skipped as plumbing). Set-up words (`weak`,
 engine_start's) count only when nothing on the path names a stage's work: a tensor built inside
