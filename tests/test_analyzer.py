@@ -374,3 +374,13 @@ def test_a_parameter_without_its_loader_is_a_weight_mapping_not_an_api_change():
                            ("is_sharded", "version_incompat")]:
         v, _ = run(union, ENGINE + tb + f"AttributeError: 'ModelWeightParameter' object has no attribute '{attr}'\n")
         assert v["root_cause"]["category"] == category, (attr, v["root_cause"])
+
+
+def test_minichain_s_503_reads_the_same_qualified_as_ray_re_raises_it():
+    """On Ray the agent's error reaches the driver as `minichain.agent.CompletionError`, and the
+    server's own warning may reach it later than that (Ray's log monitor): the error alone still
+    names the concurrency limit, not the proxy guess that also matches a 503."""
+    for line in ("CompletionError: Error code: 503 - Service Unavailable",
+                 "minichain.agent.CompletionError: Error code: 503 - Service Unavailable"):
+        v, _ = run(load_playbook("minichain"), f"minichain driver pid=1: config c.yaml, seed 0\n{line}\n")
+        assert v["root_cause"]["signature"] == "minichain_concurrency_limit", (line, v["root_cause"])
