@@ -377,10 +377,14 @@ def test_a_parameter_without_its_loader_is_a_weight_mapping_not_an_api_change():
 
 
 def test_minichain_s_503_reads_the_same_qualified_as_ray_re_raises_it():
-    """On Ray the agent's error reaches the driver as `minichain.agent.CompletionError`, and the
-    server's own warning may reach it later than that (Ray's log monitor): the error alone still
-    names the concurrency limit, not the proxy guess that also matches a 503."""
-    for line in ("CompletionError: Error code: 503 - Service Unavailable",
-                 "minichain.agent.CompletionError: Error code: 503 - Service Unavailable"):
+    """On Ray an agent's error reaches the driver qualified (`minichain.agent.CompletionError`), and
+    the server's own warning may reach it later than that (Ray's log monitor): the error alone still
+    names the concurrency limit, not the proxy guess that also matches a 503; the same for the
+    workers' proxy error."""
+    for line, signature in [("CompletionError: Error code: 503 - Service Unavailable", "minichain_concurrency_limit"),
+                            ("minichain.agent.CompletionError: Error code: 503 - Service Unavailable",
+                             "minichain_concurrency_limit"),
+                            ("minichain.agent.ProxyError: Unable to connect to proxy 10.0.0.9:3128 for "
+                             "http://127.0.0.1:8000/v1/completions", "minichain_worker_proxy")]:
         v, _ = run(load_playbook("minichain"), f"minichain driver pid=1: config c.yaml, seed 0\n{line}\n")
-        assert v["root_cause"]["signature"] == "minichain_concurrency_limit", (line, v["root_cause"])
+        assert v["root_cause"]["signature"] == signature, (line, v["root_cause"])
