@@ -12,7 +12,7 @@ import pytest
 
 from test_minichain import processes_of
 from test_minichain_faults import FAULTS, HANG_LIMIT, TARGET, analyse, run, run_patched
-from test_minichain_more import KNOWN_MISSES, LIMIT, MORE, MORE_FAULTS, got
+from test_minichain_more import LIMIT, MORE, MORE_FAULTS, got
 
 # one xdist worker runs every test that starts a Ray head or Slurm daemons, one engine at a time
 pytestmark = [pytest.mark.xdist_group("engines"), pytest.mark.slow]
@@ -25,7 +25,7 @@ RAY_FAULTS = FAULTS
 # or 20 (the batch, the optimizer, inside the TaskRunner): placed by the lines printed just before
 # the error, which Ray's log monitor at times has not forwarded when the driver exits with it, so
 # they are read a stage earlier now and then (README, "minichain on Ray").
-OWN_FAULTS = [f for f in MORE_FAULTS if f[0][:2] in ("14", "15", "26") and f[0] not in KNOWN_MISSES]
+OWN_FAULTS = [f for f in MORE_FAULTS if f[0][:2] in ("14", "15", "26")]
 WRAPPED = re.compile(r"ray\.exceptions\.(RayTaskError|ActorDiedError)|RayTaskError\(|ActorDiedError")
 
 

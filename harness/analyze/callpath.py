@@ -66,10 +66,11 @@ def with_calls(pb: Playbook, frames: list[str], code: dict[int, str]) -> list[st
         m = FRAME.match(fr)
         return bool(m and pb.plumbing is not None and pb.plumbing.search(m[1]))
 
+    own = max((i for i, fr in enumerate(frames) if not relay(fr)), default=-1)  # the last one not relayed
     out = []
     for i, fr in enumerate(frames):
         out.append(fr)
-        if i in code and not relay(fr) and FRAME.match(fr) and all(relay(f) for f in frames[i + 1:]):
+        if i == own and i in code and FRAME.match(fr):
             out.extend(calls(code[i]))
     return out
 

@@ -50,6 +50,7 @@ def first_pass(reached: dict[int, tuple[int, str]], line_no: int) -> int:
 
 
 SILENCE = "silence"  # the signature id of a hang's root cause when no error was printed
+SILENT_CATEGORY = "timeout"  # its category when its last lines belong to no error family
 
 
 ANSWERED = re.compile(r'"(?:GET|POST|PUT|DELETE|HEAD|PATCH) \S+ HTTP/[\d.]+" [23]\d\d\b')
@@ -67,7 +68,8 @@ def silence(an, quiet: float, stage: int) -> Finding:
     waited = [t for t in peeled if not ANSWERED.search(t)]
     last = waited[-1] if waited else (tail[-1] if tail else "")
     cats = [c for c in (family(an.pb, "", ln)[0] for ln in reversed(tail)) if c != "other"]
-    return Finding(key=SILENCE, line_no=an.line_no, text=last, category=cats[0] if cats else "timeout",
+    return Finding(key=SILENCE, line_no=an.line_no, text=last,
+                   category=cats[0] if cats else SILENT_CATEGORY,
                    hint=f"The run printed nothing for {quiet:.0f}s after this line, in {STAGES[stage - 1]}: "
                         "see where its processes wait (the attempt's evidence: their stacks, states and last lines).",
                    stage=stage, outcome="hang", signature=SILENCE, detail=f"silent for {quiet:.0f}s",
@@ -77,10 +79,10 @@ def silence(an, quiet: float, stage: int) -> Finding:
 def under_way(an, line_no: int) -> int | None:
     """The stage whose `during` marker came last before `line_no`, of those not passed by then
     (a stage passes when its own or a later stage's end marker follows its during marker: the
-    trajectories done say their tasks were dispatched): the phase that began last is the one under way, whatever order a framework runs
-    its phases in (NeMo-RL prepares the batch before it generates); after an actor update, only
-    what began since it (a new step, a weight sync) counts (`entered` holds each stage's first
-    during-marker of the latest step)."""
+    trajectories done say their tasks were dispatched): the phase that began last is the one
+    under way, whatever order a framework runs its phases in (NeMo-RL prepares the batch before
+    it generates); after an actor update, only what began since it (a new step, a weight sync)
+    counts (`entered` holds each stage's first during-marker of the latest step)."""
     after = an.last_update if an.last_update is not None and an.last_update < line_no else -1
     begun = [k for k, at in an.entered.items() if after < at < line_no
              and not any(j >= k and at < an.reached[j][0] < line_no for j in an.reached)]
