@@ -6,6 +6,7 @@ such session, killed controllers and all, replays to the same end."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import shutil
@@ -20,8 +21,10 @@ import pytest
 
 from harness.agent.scripted import ScriptedModel, ScriptedServer
 from harness.demo import SCRIPT
+from harness.remote.local import LocalTransport
 from harness.session.detach import holder
 from harness.session.journal import Journal
+from harness.session.ledger import Ledger
 from test_minichain import PROXY_VARS, TARGET, processes_of
 from test_sessions import HARNESS, wait_for
 
@@ -106,6 +109,9 @@ def test_kill_9_at_random_points_then_continue(tmp_path):
             assert events[-1]["reason"] == "passed", events[-1]
             assert story(events) == story(reference)
             assert processes_of(root / "minichain") == []
+            # each attempt's ledger message carries its verdict, however the controllers were killed
+            rows = asyncio.run(Ledger(LocalTransport(), str(root / "minichain"), sid).attempts())
+            assert [m.rsplit(" -> ", 1)[1].split()[0] for _, _, m in rows] == [v[1] for v in story(events)], rows
             # the killed controllers' recordings replay too: each process up to where it was killed
             r = subprocess.run([str(HARNESS), "replay", str(d)], capture_output=True, text=True, env=env(home), timeout=120)
             assert r.returncode == 0, r.stdout + r.stderr

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.remote.hostinfo import (_npu_version, _nvidia_versions, parse_host, parse_npu_smi, parse_nvidia_smi,
-                                     summary, versions_line)
+from harness.remote.hostinfo import (_npu_version, _nvidia_versions, host_script, parse_host, parse_npu_smi,
+                                     parse_nvidia_smi, summary, versions_line)
 
 ACCEL = Path(__file__).resolve().parent / "corpus" / "accel"
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,3 +118,25 @@ def test_doctor_reads_the_host_through_sshd_with_a_stand_in_npu_smi(ssh_lab, tmp
     assert "✗ cann" in lines and "set_env.sh is not sourced" in lines["✗ cann"]  # the launch would miss CANN
     assert "✓ packages" in lines and "python 3." in lines["✓ packages"]
     assert r.returncode == 1  # because of cann
+
+
+def test_the_package_probe_reads_dist_info_names_and_an_egg_info_s_metadata(tmp_path):
+    # a site directory as pip leaves it: dist-info directories (name escaped), an egg-info of a
+    # `setup.py develop` checkout whose name carries no version (read from its PKG-INFO), and
+    # look-alikes that are not the packages asked for
+    site = tmp_path / "site"
+    for d in ("torch-2.7.1.dist-info", "megatron_core-0.12.0rc3.dist-info", "vllm_ascend-0.11.0rc1.dist-info",
+              "torchvision-0.22.1.dist-info", "ray-2.49.0-py3.11.egg-info"):
+        (site / d).mkdir(parents=True)
+    (site / "verl.egg-info").mkdir()
+    (site / "verl.egg-info" / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: verl\nVersion: 0.5.0.dev0\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    script = host_script(str(work), {"PYTHONPATH": str(site), "PYTHON": sys.executable})
+    out = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=60).stdout
+    info = parse_host(out)
+    assert info.python == sys.version.split()[0]
+    mine = {k: v for k, v in info.packages.items() if k in ("torch", "megatron-core", "vllm_ascend", "verl", "ray")}
+    assert mine == {"torch": "2.7.1", "megatron-core": "0.12.0rc3", "vllm_ascend": "0.11.0rc1", "verl": "0.5.0.dev0",
+                    "ray": "2.49.0"}
+    assert "torchvision" not in info.packages

@@ -95,6 +95,38 @@ def test_annotate_keeps_tree_and_parent(wd):
         run(led.annotate(9, "x"))
 
 
+def test_annotate_by_a_new_ledger_reads_tree_and_parent_from_the_commit(wd):
+    # a resumed controller's ledger did not make the snapshot: it reads tree and parent on the host
+    sha1 = run(Ledger(LocalTransport(), str(wd), "s1").snapshot(1, "one"))
+    write(wd, {"train.py": "lr = 4\n"})
+    sha2 = run(Ledger(LocalTransport(), str(wd), "s1").snapshot(2, "two -> running"))
+    new = run(Ledger(LocalTransport(), str(wd), "s1").annotate(2, "two -> crash"))
+    assert lgit(wd, "rev-parse", f"{new}^{{tree}}", f"{new}^") == lgit(wd, "rev-parse", f"{sha2}^{{tree}}", f"{sha2}^")
+    assert lgit(wd, "rev-parse", f"{new}^").strip() == sha1 and lgit(wd, "log", "-1", "--format=%s", new) == "two -> crash\n"
+
+
+def test_annotate_refuses_a_ref_moved_by_someone_else(wd):
+    led = Ledger(LocalTransport(), str(wd), "s1")
+    run(led.snapshot(1, "one"))
+    other = run(Ledger(LocalTransport(), str(wd), "s1").annotate(1, "someone else"))
+    with pytest.raises(LedgerError, match="annotate failed"):
+        run(led.annotate(1, "mine"))  # this ledger still holds the old sha: update-ref refuses
+    assert lgit(wd, "rev-parse", "refs/harness/s1/1").strip() == other
+
+
+def test_the_tree_changed_since_staged_is_the_next_snapshot(wd):
+    led = Ledger(LocalTransport(), str(wd), "s1")
+    run(led.snapshot(1, "one"))
+    assert run(led.changed_since(1)) is False
+    write(wd, {"train.py": "lr = 5\n"})  # the agent edits on after "nothing changed"
+    assert run(led.changed_since(1)) is True
+    run(led.snapshot(2, "two"))
+    assert lgit(wd, "show", "refs/harness/s1/2:train.py") == "lr = 5\n"
+    write(wd, {"train.py": "lr = 6\n"})  # a declared fix: no changed_since before the snapshot
+    run(led.snapshot(3, "three"))
+    assert lgit(wd, "show", "refs/harness/s1/3:train.py") == "lr = 6\n"
+
+
 def test_restore_brings_back_modified_and_deleted_files_and_removes_added_ones(wd):
     odd = "we ird 'q' $HOME;.py"
     write(wd, {odd: "odd\n", "-dash.py": "dash\n", "run.sh": "echo hi\n"})

@@ -74,6 +74,8 @@ def test_all_ten_faults_to_a_green_chain_over_ssh(ssh_lab, tmp_path):
     commits, changed = asyncio.run(ledger_view())
     assert [c[0] for c in commits] == [e["attempt"] for e in launches] == list(range(1, 12))
     assert [c[1] for c in commits] != [e["sha"] for e in launches]  # annotated after each verdict
+    verdicts = [e for e in journal if e["type"] == "verdict"]
+    assert [c[2].rsplit(" -> ", 1)[1].split()[0] for c in commits] == [v["outcome"] for v in verdicts]
     assert sorted(changed) == ["config.yaml", "minichain/agent.py", "minichain/bridge.py", "minichain/reward.py",
                                "minichain/server.py", "minichain/trainer.py"]
     assert all(e["survivors"] == [] for e in journal if e["type"] == "stopped")

@@ -30,7 +30,7 @@ def test_a_repeat_attaches_to_the_first_run_and_gets_its_output(tmp_path):
     g = guard(f"echo ran >> {counter}; echo out; echo err >&2; sleep 1; exit 3", str(tmp_path / ".harness/ops/s/1"),
               str(tmp_path))
     first = sh(g)
-    wait_for(lambda: (tmp_path / ".harness/ops/s/1/pid").exists(), "the first run")
+    wait_for(lambda: (tmp_path / ".harness/ops/s/1.pid").exists(), "the first run")
     repeat = sh(g)  # sent again while the first still runs
     for p in (repeat, first):
         out, err = p.communicate(timeout=30)
@@ -43,7 +43,7 @@ def test_a_repeat_attaches_to_the_first_run_and_gets_its_output(tmp_path):
 def test_a_repeat_says_when_the_first_run_was_killed(tmp_path):
     g = guard("echo started; sleep 30", str(tmp_path / ".harness/ops/s/1"), str(tmp_path))
     first = sh(g)
-    wait_for(lambda: (tmp_path / ".harness/ops/s/1/out").exists() and (tmp_path / ".harness/ops/s/1/out").read_text(),
+    wait_for(lambda: (tmp_path / ".harness/ops/s/1.out").exists() and (tmp_path / ".harness/ops/s/1.out").read_text(),
              "the first run's output")
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
@@ -54,7 +54,7 @@ def test_a_repeat_says_when_the_first_run_was_killed(tmp_path):
 def test_killing_a_repeat_kills_the_first_run(tmp_path):
     g = guard("sleep 30", str(tmp_path / ".harness/ops/s/1"), str(tmp_path))
     first = sh(g)
-    wait_for(lambda: (tmp_path / ".harness/ops/s/1/pid").exists(), "the first run")
+    wait_for(lambda: (tmp_path / ".harness/ops/s/1.pid").exists(), "the first run")
     repeat = sh(g)
     wait_for(lambda: "sleep" in children(repeat.pid), "the repeat to be waiting for the first run")
     os.killpg(repeat.pid, signal.SIGTERM)  # the repeat timed out
@@ -114,3 +114,11 @@ def test_a_command_cut_by_an_sshd_restart_runs_once(lab, tmp_path, kind):
     r = asyncio.run(go())
     assert r.ok and r.stdout == "done\n" and counter.read_text() == "ran\n"
     assert changes == ["down", "up"]
+
+
+def test_the_guard_leaves_the_user_s_variables_as_they_are(tmp_path):
+    # one-letter names are common in people's environments; the guard's own names must not clobber them
+    g = guard('echo "$B $C $D $P"', str(tmp_path / ".harness/ops/s/1"), str(tmp_path))
+    p = sh(g, env={**os.environ, "B": "b", "C": "c", "D": "d", "P": "p"})
+    assert p.communicate(timeout=30) == ("b c d p\n", "") and p.returncode == 0
+    assert (tmp_path / ".harness/ops/s/1.rc").read_text() == "0\n"

@@ -20,7 +20,8 @@ def test_a_session_records_its_commands_reads_and_model_calls(tmp_path):
     work.mkdir()
     (work / "run.sh").write_text(FAILING)
     rules = [{"when": "No valid rounds", "replies": [
-        {"calls": [{"tool": "bash", "args": {"command": "echo looked at it"}}]},
+        {"calls": [{"tool": "bash", "args": {"command": "echo looked at it"}},
+                   {"tool": "edit", "args": {"path": "run.sh", "old": "seed 0", "new": "seed 1"}}]},
         {"calls": [{"tool": "give_up", "args": {"reason": "recorded enough"}}]}]}]
     d = tmp_path / unique("session")
     ses = asyncio.run(run_spec(spec_for(work), d, model=ScriptedModel(rules)))
@@ -39,13 +40,15 @@ def test_a_session_records_its_commands_reads_and_model_calls(tmp_path):
     again = [e for e in raw if "same_cmd" in e]
     assert again and all("cmd" not in e and raw[e["same_cmd"] - 1]["cmd"] == rec[e["n"] - 1]["cmd"] for e in again)
     assert all("command" not in e["result"] for e in rec if e["k"] == "run")  # it is `cmd`
-    bash = [e for e in rec if e["k"] == "run" and "C='echo looked at it'" in e["cmd"]]  # sent guarded (once.py)
+    bash = [e for e in rec if e["k"] == "run" and "_hc='echo looked at it'" in e["cmd"]]  # sent guarded (once.py)
     assert len(bash) == 1 and bash[0]["result"]["stdout"] == "looked at it\n" and bash[0]["result"]["returncode"] == 0
     log = b"".join(base64.b64decode(e["data"]) for e in rec if e["k"] == "read" and e["path"].endswith("/run.log"))
     assert b"ValueError: No valid rounds" in log  # the run's log bytes as they arrived
     models = [e for e in rec if e["k"] == "model"]
     assert len(models) == 2 and models[0]["messages"][1]["content"].startswith("Attempt 1 failed at engine_start (crash). Root cause: ValueError: No valid rounds")
     assert models[1]["reply"]["calls"][0]["name"] == "give_up"
+    writes = [e for e in rec if e["k"] == "write"]  # the agent's edit, its bytes as written
+    assert [e["path"].rsplit("/", 1)[-1] for e in writes] == ["run.sh"] and b"seed 1" in base64.b64decode(writes[0]["data"])
     assert models[1]["reply"]["message"]["tool_calls"][0]["function"]["name"] == "give_up"
     assert models[0]["tools"] == ["bash", "edit", "relaunch", "give_up"]
     # the journal's model events match the recording's, one for one

@@ -19,10 +19,36 @@ PACKAGES = ("torch", "torch_npu", "vllm", "vllm_ascend", "sglang", "verl", "ray"
 CANN_VARS = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH", "ASCEND_AICPU_PATH")
 SET_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"  # a root install; ${HOME}/Ascend/… for others
 
-_VERSIONS = ("import importlib.metadata as m\n"
-             "for n in {names!r}:\n"
-             "    try: print('pkg', n, m.version(n))\n"
-             "    except Exception: pass\n")
+# The interpreter's version, then "pkg NAME VERSION" for each of {names} installed: read from
+# the *.dist-info directory names on sys.path (one listing each; importlib.metadata's own lookups
+# cost ~60 ms a run), and from importlib.metadata for an egg-info whose name has no version.
+_VERSIONS = """import os, sys
+print(sys.version.split()[0])
+key = lambda n: n.lower().replace("_", "-").replace(".", "-")
+want, got, ask = {{key(n): n for n in {names!r}}}, {{}}, set()
+for d in sys.path:
+    try:
+        entries = os.listdir(d or ".")
+    except OSError:
+        continue
+    for f in entries:
+        stem, dot, kind = f.rpartition(".")
+        if kind not in ("dist-info", "egg-info"):
+            continue
+        name, _, ver = stem.partition("-")
+        k = key(name)
+        if k in want and k not in got:
+            got[k] = ver.split("-")[0] if ver else ask.add(k)
+for k in ask:
+    try:
+        import importlib.metadata as m
+        got[k] = m.version(want[k])
+    except Exception:
+        pass
+for k, n in want.items():
+    if got.get(k):
+        print("pkg", n, got[k])
+"""
 
 
 @dataclass
@@ -78,9 +104,7 @@ def host_script(workdir: str, env: dict[str, str], command: str = "", scripts: l
         "/usr/local/Ascend/ascend-toolkit/latest/version.cfg /usr/local/Ascend/driver/version.info; do "
         "[ -f \"$f\" ] && sed -n 's/^/file '\"$(echo \"$f\" | tr / :)\"' /p' \"$f\" | head -20; done; "
         f"printf '%s\\n' {shlex.quote(command)} | grep -q 'set_env\\.sh' && echo 'launch sources set_env.sh'; {greps}"
-        "echo '== python'; "
-        f"{python} -c {shlex.quote('import sys; print(sys.version.split()[0])')} 2>&1 | head -1; "
-        f"{python} -c {shlex.quote(_VERSIONS.format(names=names))} 2>/dev/null; "
+        f"echo '== python'; {python} -c {shlex.quote(_VERSIONS.format(names=names))} 2>/dev/null; "
         "echo '== end'\n")
 
 

@@ -46,8 +46,12 @@ PUT = 'put() { printf "%s\\n" "$2" > "$RD/.$1.tmp" && mv -f "$RD/.$1.tmp" "$RD/$
 # controller's connection, and it stays the run's parent so it can record how the run ended.
 # The run gets its own session and group (setsid), apart from the supervisor, so stop() can
 # signal the whole tree without killing the one process that writes exit_code (last: a run
-# with an exit_code has its ended too).
-WRAPPER = PUT + r'''
+# with an exit_code has its ended too). Its run dir is its first argument; the workdir, the
+# run's id and its log's name follow from it.
+HEAD = r'''
+WD=${RD%/.harness/runs/*}; ID=${RD##*/}; LOG=; read -r LOG < "$RD/log_name"
+'''
+WRAPPER = 'RD=$1\n' + HEAD + PUT + r'''
 printf '%s\n' $$ > "$RD/sup"
 cd "$WD" || { put ended "$(date +%s)"; put exit_code 127; exit 1; }
 setsid sh "$RD/start.sh" </dev/null >>"$RD/$LOG" 2>&1 &
@@ -61,7 +65,7 @@ put exit_code $rc
 # pid may belong to another process. pid is written last, atomically: launch() waits for it,
 # and then the others are whole (so they need no rename of their own). bash when there is one:
 # launch scripts often `source` a toolkit's env.
-START = PUT + r'''
+START = 'RD=${0%/start.sh}\n' + PUT + r'''
 printf '%s\n' $$ > "$RD/pgid"
 printf '%s\n' "$(date +%s)" > "$RD/started"
 b=; read -r b < /proc/sys/kernel/random/boot_id 2>/dev/null; printf '%s\n' "$b" > "$RD/boot_id"
@@ -87,16 +91,19 @@ alive() {
 
 # Refuse a second run beside a live one (they would fight over the accelerators), then claim
 # the run directory (mkdir fails when the id is taken) with the claimant's token. The same claim
-# sent again (its connection dropped) finds its own token: idempotent. Prints the absolute workdir.
-CLAIM = ALIVE + r'''
-cd "$WD" || exit 4
-R=.harness/runs/$ID
-if [ -n "$CLAIMANT" ] && [ "$(cat "$R/claim" 2>/dev/null)" = "$CLAIMANT" ]; then pwd -P; exit 0; fi
-for d in .harness/runs/*/; do
-  d=${d%/}; alive "$d" && { echo "${d##*/} $(cat "$d/pid")"; exit 3; }
-done
-mkdir -p .harness/runs && mkdir -m 700 "$R" || exit 5
-printf '%s\n' "$LOG" > "$R/log_name" && printf '%s\n' "$CLAIMANT" > "$R/.claim" && mv -f "$R/.claim" "$R/claim" && pwd -P
+# sent again (its connection dropped) finds its own token: idempotent. W: the absolute workdir.
+CLAIM = r'''
+claim() {
+  cd "$WD" || return 4
+  R=.harness/runs/$ID
+  cd -P . && W=$PWD
+  if [ -n "$CLAIMANT" ] && val "$R/claim" && [ "$v" = "$CLAIMANT" ]; then return 0; fi
+  for d in .harness/runs/*/; do
+    d=${d%/}; alive "$d" && { echo "${d##*/} $(cat "$d/pid")"; return 3; }
+  done
+  { [ -d .harness/runs ] || mkdir -p .harness/runs; } && mkdir -m 700 "$R" || return 5
+  printf '%s\n' "$LOG" > "$R/log_name" && printf '%s\n' "$CLAIMANT" > "$R/.claim" && mv -f "$R/.claim" "$R/claim"
+}
 '''
 
 # A run's state, one `name=value` a line (in its run dir, with ALIVE's functions). Whether it is
@@ -111,20 +118,26 @@ for f in pid pgid started exit_code ended log_name; do val $f && echo "$f=$v" &&
 true
 '''
 
-# Start the supervisor detached from this command's session and fds, wait (bounded) for the run
-# to write its pid, and print its state: one round trip, and launch returns as soon as the run
-# exists. `mkdir detached` makes it idempotent: sent again, it waits for the run the first started.
-DETACH = ALIVE + r'''
-cd "$RD" || exit 4
-if mkdir detached 2>/dev/null; then setsid nohup sh wrapper.sh </dev/null >>wrapper.log 2>&1 & fi
+# Write the run's files (unless its supervisor started already: a run's cmd is never rewritten
+# under it), start the supervisor detached from this command's session and fds, wait (bounded)
+# for the run to write its pid, and print its state. `mkdir detached` makes it idempotent: sent
+# again, it waits for the run the first started.
+DETACH = r'''
+cd "$RD" || exit 7
+[ -e detached ] || (umask 077 && printf '%s\n' "$CMD" > cmd && printf '%s' "$START" > start.sh &&
+  printf '%s' "$WRAP" > wrapper.sh) || exit 6
+if mkdir detached 2>/dev/null; then setsid nohup sh wrapper.sh "$PWD" </dev/null >>wrapper.log 2>&1 & fi
 i=0
-while [ ! -s pid ] && [ ! -e exit_code ] && [ $i -lt $TRIES ]; do sleep 0.01; i=$((i+1)); done
+while [ ! -s pid ] && [ ! -e exit_code ] && [ $i -lt $TRIES ]; do sleep 0.005; i=$((i+1)); done
 ''' + STATE
+# A launch in one round trip: claim the run dir, write the run's files, start it.
+LAUNCH = ALIVE + CLAIM + 'claim || exit $?\nRD=$W/.harness/runs/$ID\n' + DETACH
 
 STATUS = ALIVE + 'cd "$RD" 2>/dev/null || exit 4\n' + STATE
 
-# After a stop: give the supervisor a moment (bounded) to record how the run ended.
-ENDED = 'i=0; while [ ! -e "$RD/exit_code" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done\n'
+# After a stop: give the supervisor a moment (bounded: 5 s) to record how the run ended; it
+# usually has by the first look or two.
+ENDED = 'i=0; while [ ! -e "$RD/exit_code" ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done\n'
 
 
 class RunActive(HarnessError):
@@ -242,15 +255,19 @@ class Launcher:
         if not _ID.match(run_id) or not _ID.match(log_name):
             raise BadInput(f"run id {run_id!r} and log name {log_name!r} must be plain file names")
         env_args = _env_args(run_id, env or {}, list(unset))
-        wd = await self._claim(workdir, run_id, log_name)
-        rd = f"{wd}/{RUNS}/{run_id}"
-        head = "#!/bin/sh\n" + shell_vars(RD=rd, WD=wd, LOG=log_name, ID=run_id)
-        cmd = await self._prepare(cmd, wd=wd, rd=rd, run_id=run_id, env=env or {}, unset=list(unset))
-        await self.t.write(f"{rd}/cmd", cmd.rstrip("\n").encode() + b"\n", mode=0o600)
-        await self.t.write(f"{rd}/start.sh", (head + START.replace("@ENV@", env_args)).encode(), mode=0o700)
-        await self.t.write(f"{rd}/wrapper.sh", (head + WRAPPER).encode(), mode=0o700)
-        tries = max(1, int(self.start_timeout / 0.01))
-        r = await self._sh(DETACH, timeout=self.start_timeout + 30, RD=rd, TRIES=tries)
+        files = dict(START="#!/bin/sh\n" + START.replace("@ENV@", env_args), WRAP="#!/bin/sh\n" + WRAPPER,
+                     TRIES=max(1, int(self.start_timeout / 0.005)))
+        if type(self)._prepare is Launcher._prepare:  # the command is the run's: one round trip
+            r = await self._sh(LAUNCH, timeout=self.start_timeout + 30, WD=_rel(workdir), ID=run_id, LOG=log_name,
+                               CLAIMANT=self.token, CMD=cmd.rstrip("\n"), **files)
+            self._claimed(r, workdir, run_id)
+            rd = f"{_rel(workdir)}/{RUNS}/{run_id}"
+        else:  # a scheduler's: its job's files go into the run dir first
+            wd = self._claimed(await self._sh(ALIVE + CLAIM + 'claim || exit $?\necho "$W"\n', WD=_rel(workdir),
+                                              ID=run_id, LOG=log_name, CLAIMANT=self.token), workdir, run_id)
+            rd = f"{wd}/{RUNS}/{run_id}"
+            cmd = await self._prepare(cmd, wd=wd, rd=rd, run_id=run_id, env=env or {}, unset=list(unset))
+            r = await self._sh(ALIVE + DETACH, timeout=self.start_timeout + 30, RD=rd, CMD=cmd.rstrip("\n"), **files)
         handle = _handle(run_id, _fields(r.stdout)) if r.ok else None
         if handle is None or handle.pid is None:
             raise LaunchFailed(f"run {run_id} did not start within {self.start_timeout:g}s: "
@@ -263,8 +280,8 @@ class Launcher:
         (scheduled.py) writes its job's files into the run dir and returns its supervisor."""
         return cmd
 
-    async def _claim(self, workdir: str, run_id: str, log_name: str) -> str:
-        r = await self._sh(CLAIM, WD=_rel(workdir), ID=run_id, LOG=log_name, CLAIMANT=self.token)
+    def _claimed(self, r: CommandResult, workdir: str, run_id: str) -> str:
+        """The claim's answer: the absolute workdir it printed last, or why it was refused."""
         if r.returncode == 3:
             other, pid = r.stdout.split()[:2]
             raise RunActive(other, int(pid), workdir)
@@ -272,9 +289,11 @@ class Launcher:
             raise BadInput(f"workdir {workdir} does not exist on {self.t.name}")
         if r.returncode == 5:
             raise BadInput(f"run id {run_id} is already used in {workdir}; choose another")
+        if r.returncode == 6:
+            raise LaunchFailed(f"could not write the files of run {run_id} in {workdir}: {r.stderr.strip()[:300]}")
         if not r.ok:
             raise CommandFailed(r)
-        return r.stdout.strip().splitlines()[-1]
+        return (r.stdout.strip().splitlines() or [""])[-1]
 
     async def _status(self, run_dir: str) -> dict[str, str] | None:
         r = await self._sh(STATUS, RD=run_dir)

@@ -42,10 +42,10 @@ def kill_script(pid: int, grace: float | None = None) -> str:
 # are skipped (nothing to stop; their environ is empty). Unreadable /proc entries (other users'
 # processes, processes just gone) are ignored.
 MEMBERS = r'''
-marked() { grep -lzxF "$MARKER=$ID" /proc/[0-9]*/environ 2>/dev/null | sed 's#^/proc/##; s#/environ$##'; }
-ours() {
+marked() { for f in $(grep -lzxF "$MARKER=$ID" /proc/[0-9]*/environ 2>/dev/null); do f=${f#/proc/}; echo "${f%/environ}"; done; }
+ours() {  # $1: the marked pids, when the caller has them
   [ -n "$PGID" ] || return 1
-  for p in $(marked); do
+  for p in ${1-$(marked)}; do
     read -r l < "/proc/$p/stat" 2>/dev/null || continue
     set -- ${l##*) }
     [ "$3" = "$PGID" ] && return 0
@@ -53,12 +53,13 @@ ours() {
   return 1
 }
 members() {
-  { for p in $(marked); do
+  m=$(marked)
+  { for p in $m; do
       read -r l < "/proc/$p/stat" || continue
       set -- ${l##*) }
       [ "$1" != Z ] && echo "$p"
     done
-    ours && for f in /proc/[0-9]*/stat; do
+    ours "$m" && for f in /proc/[0-9]*/stat; do
       read -r l < "$f" || continue
       set -- ${l##*) }
       [ "$1" != Z ] && [ "$3" = "$PGID" ] && { f=${f#/proc/}; echo "${f%/stat}"; }
@@ -67,32 +68,34 @@ members() {
 }
 '''
 
-# signal SIG: to the whole group at once (nothing forks past it), then to every member,
-# escapees included; prints "SIG pid" for each process reached. settle N: wait, bounded
-# (N hundredths of a second), until no member is left; looking again after 0.02, 0.05, 0.1 s,
-# then every 0.2 s, so a run that goes at once is seen gone at once without a busy loop.
+# signal SIG [MEMBERS]: to the whole group at once (nothing forks past it), then to every
+# member (the caller's last look, else a new one), escapees included; prints "SIG pid" for each
+# process reached. settle N: wait, bounded (N hundredths of a second), until no member is left,
+# leaving the last look in $m; looking again after 0.01, 0.02, 0.05, 0.1 s, then every 0.2 s,
+# so a run that goes at once is seen gone at once without a busy loop.
 SIGNAL = MEMBERS + r'''
 signal() {
-  pids=$(members)
-  ours && kill -"$1" -- -"$PGID" 2>/dev/null
+  pids=${2-$(members)}
+  ours "$pids" && kill -"$1" -- -"$PGID" 2>/dev/null
   for p in $pids; do kill -"$1" "$p" 2>/dev/null && echo "$1 $p"; done
 }
 settle() {
-  i=0; d=0.02; n=2
-  while [ -n "$(members)" ] && [ $i -lt "$1" ]; do
+  i=0; d=0.01; n=1
+  while m=$(members); [ -n "$m" ] && [ $i -lt "$1" ]; do
     sleep $d; i=$((i + n))
-    case $d in 0.02) d=0.05; n=5 ;; 0.05) d=0.1; n=10 ;; 0.1) d=0.2; n=20 ;; esac
+    case $d in 0.01) d=0.02; n=2 ;; 0.02) d=0.05; n=5 ;; 0.05) d=0.1; n=10 ;; 0.1) d=0.2; n=20 ;; esac
   done
 }
 '''
-# A run that already ended (the usual case after a crash) costs one scan of /proc, not four.
-_TERM = 'signal TERM; settle "$TRIES"; signal KILL; settle 500\n'
-_SWEEP = '''left=$(members); [ -n "$left" ] && { signal KILL; settle 500; left=$(members); }
+# Each look at /proc is used once: a run that already ended (the usual case after a crash)
+# costs two scans; KILL follows TERM only when something outlived the grace.
+_TERM = 'signal TERM "$m"; settle "$TRIES"; [ -z "$m" ] || { signal KILL "$m"; settle 500; }\n'
+_SWEEP = '''left=$(members); [ -n "$left" ] && { signal KILL "$left"; settle 500; left=$m; }
 echo "left $(echo $left)"\n'''
-TERMINATE = SIGNAL + '[ -n "$(members)" ] || exit 0; ' + _TERM
+TERMINATE = SIGNAL + 'm=$(members); [ -n "$m" ] || exit 0; ' + _TERM
 SWEEP = SIGNAL + _SWEEP
 # A stop with no cleanup between: both in one command (then `after`, the caller's own lines)
-STOP = SIGNAL + 'if [ -n "$(members)" ]; then ' + _TERM.strip() + '; fi\n' + _SWEEP
+STOP = SIGNAL + 'm=$(members); if [ -n "$m" ]; then ' + _TERM.strip() + '; fi\n' + _SWEEP
 
 # CPU ticks of the run's processes, sampled twice INTERVAL apart in one command. Fields 14-17
 # of /proc/PID/stat are utime stime cutime cstime; the last two hold children already reaped,

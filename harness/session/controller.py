@@ -75,6 +75,8 @@ class Session:
         self.live: RunHandle | None = None
         self.keep_on_stop, self.stop_detail = False, "interrupted"  # set by whoever stops the session
         self._down0 = 0.0  # outage seconds when the current attempt's run started
+        self._own_runs = False  # whether this controller has launched or re-attached a run already
+        self._note: tuple[int, str] | None = None  # (attempt, its ledger message with the verdict), not yet written
 
     # ---------------------------------------------------------------- journal and view
     def emit(self, type: str, **fields) -> dict:
@@ -137,6 +139,9 @@ class Session:
         try:
             if resuming:
                 await self.ledger.recover()
+                if (last := st.attempts[-1] if st.attempts else None) and last.verdict:  # its note may be unwritten
+                    before = st.attempts[-2].verdict if len(st.attempts) > 1 else None
+                    self._note = (last.n, commit_message(self.session, last.n, before, last.verdict))
             if st.machine is None:
                 await self._read_host()
             while True:
@@ -226,7 +231,9 @@ class Session:
         ev = self._verdict(n, before, w, an, t0)
         if not (w.reason == "passed" and spec.keep_run):
             await self._stop_live()
-        await self.ledger.annotate(n, commit_message(self.session, n, before, ev))
+        # the ledger's message for this attempt gets its verdict with the next snapshot (one round
+        # trip), or as the session ends
+        self._note = (n, commit_message(self.session, n, before, ev))
         if w.reason == "passed":
             raise Passed(f"the chain passed on attempt {n}")
         if w.reason.startswith("budget:"):
@@ -265,6 +272,9 @@ class Session:
         st = self.state
         known = st.attempts[n - 1].run_id if len(st.attempts) >= n else ""
         run_id = known or f"{self.session}-{n}"
+        if self._own_runs and not known:  # this controller launched the attempt before: no other can have launched this
+            return await self._launch(n, run_id, before), False
+        self._own_runs = True
         handle = await self.launcher.find(self.spec.workdir, run_id)
         for _ in range(50):  # a launch cut short: its supervisor may still be writing the pid
             if handle is None or handle.pid is not None:
@@ -287,7 +297,8 @@ class Session:
 
     async def _launch(self, n: int, run_id: str, before: dict | None) -> RunHandle:
         st, spec = self.state, self.spec
-        sha = await self.ledger.snapshot(n, commit_message(self.session, n, before, None))
+        sha = await self.ledger.snapshot(n, commit_message(self.session, n, before, None), note=self._note)
+        self._note = None
         env = spec.launch.env | st.env
         unset = [x for x in dict.fromkeys([*spec.launch.unset, *st.unset]) if x not in env]
         self.activity(f"launching attempt {n}")
@@ -324,6 +335,12 @@ class Session:
         except Exception as e:  # noqa: BLE001 - the end must be written whatever stopping did
             detail += f"; stopping the run failed: {one_line(e)}"
         if reason != "unreachable":
+            if self._note:  # the last attempt's verdict into its ledger message (a resumed session writes it again)
+                try:
+                    await self.ledger.annotate(*self._note)
+                    self._note = None
+                except Exception as e:  # noqa: BLE001 - the end must be written whatever the ledger did
+                    detail += f"; the ledger's message of attempt {self._note[0]} was not updated: {one_line(e)}"
             with contextlib.suppress(Exception):  # housekeeping: the guarded commands' records
                 await self.transport.run(self.ops.clear_command(), timeout=60)
         self.emit("end", reason=reason, detail=detail, kept_run=kept,

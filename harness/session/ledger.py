@@ -19,6 +19,7 @@ own and grafts its tree in at its path, so those files are recorded like any oth
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import shlex
@@ -45,6 +46,7 @@ export LC_ALL=C GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_INDEX_FILE
 g() { git --git-dir="$GD" --work-tree="$WT" -c user.name=harness -c user.email=harness@localhost \
   -c core.autocrlf=false -c core.hooksPath=/dev/null -c core.excludesFile=/dev/null -c core.quotePath=false \
   -c commit.gpgSign=false -c safe.directory='*' -c advice.addEmbeddedRepo=false "$@"; }
+commit() { sha=$(g commit-tree "$T" ${P:+-p "$P"} -m "$MSG") && g update-ref "$REF" "$sha" ${OLD:+"$OLD"} && echo "$sha"; }
 cd "$WT" 2>/dev/null || { echo "harness-ledger: no directory $WT" >&2; exit 3; }
 set -e
 '''
@@ -62,9 +64,14 @@ printf '%s\n' @PATTERNS@ > "$GD/info/exclude"
 
 # Stage WT into IDX; print its tree, then the nested repositories git recorded as gitlinks
 # (mode 160000), NUL-separated (newlines and NULs are swapped around grep, which reads lines).
+# With REF set and no nested repository, commit the tree at once (COMMIT, below) and print
+# "commit <sha>" instead: a snapshot of a plain workdir is one round trip.
 ADD = r'''
 g add -A -- . @SKIP@
-g write-tree
+T=$(g write-tree); echo "$T"
+if [ -n "$REF" ] && ! g ls-files -s | grep -q '^160000 '; then
+  c=$(commit); echo "commit $c"; exit 0
+fi
 g ls-files -s -z | tr '\n\0' '\0\n' | grep '^160000 ' | tr '\n\0' '\0\n'
 '''
 # Replace whatever IDX holds at P (a gitlink) with the tree T staged from that nested repository.
@@ -73,10 +80,12 @@ g rm -r -f -q --cached --ignore-unmatch -- ":(literal)$P"
 g read-tree --prefix="$P/" "$T"
 g write-tree
 '''
-COMMIT = r'''
-sha=$(g commit-tree "$T" ${P:+-p "$P"} -m "$MSG")
-g update-ref "$REF" "$sha"
-echo "$sha"
+# Commit tree T (parent P, if any) as REF, print its sha; OLD: the commit REF must hold now.
+COMMIT = 'commit\n'
+# Before a snapshot, in the same round trip: the previous attempt's new message (NMSG; its tree
+# NT, parent NP, commit NOLD), committed as NREF, becomes the snapshot's parent P ("note <sha>").
+NOTE = r'''
+P=$(T=$NT P=$NP MSG=$NMSG REF=$NREF OLD=$NOLD commit); echo "note $P"
 '''
 ANNOTATE = r'''
 old=$(g rev-parse --verify "$REF^{commit}")
@@ -137,25 +146,61 @@ class Ledger:
         # writer, so after one listing it needs no other (a new Ledger, on resume, lists again).
         self._rows: list[tuple[int, str, str]] | None = None
         self._trees: dict[int, str] = {}  # attempt -> the tree its snapshot committed
+        self._parents: dict[int, str] = {}  # attempt -> its snapshot's parent ("" for none), when this ledger made it
+        self._staged: str | None = None  # the tree changed_since staged, for the next snapshot
 
     # ------------------------------------------------------------------ the public calls
-    async def snapshot(self, attempt: int, message: str) -> str:
+    async def snapshot(self, attempt: int, message: str, note: tuple[int, str] | None = None) -> str:
         """Commit the workdir's whole state as refs/harness/<session>/<attempt>, its parent the
-        commit of the previous attempt; returns the commit's sha."""
+        commit of the previous attempt; returns the commit's sha. `note`: (the previous attempt,
+        its new message), annotated first in the same round trip. The tree the last
+        `changed_since` staged is committed as it is: the controller asks that as the agent's
+        turn ends, and snapshots when it launches the next attempt, with nothing in between."""
         ref = self._ref(attempt)
         await self._init()
-        earlier = [sha for n, sha, _ in await self.attempts() if n < attempt]
-        tree = await self._stage("")
-        r = await self._sh(COMMIT, "commit", T=tree, P=earlier[-1] if earlier else "", MSG=message, REF=ref)
-        sha = r.stdout.strip()
+        earlier = [(n, sha) for n, sha, _ in await self.attempts() if n < attempt]
+        parent = earlier[-1][1] if earlier else ""
+        extra: dict[str, str] = {}
+        if note and earlier and note[0] == earlier[-1][0]:  # (a note on any other attempt is dropped)
+            n0 = note[0]
+            if n0 in self._parents:  # this ledger made it: its tree and parent are known
+                extra = dict(NT=self._trees[n0], NP=self._parents[n0], NMSG=note[1], NREF=self._ref(n0), NOLD=parent)
+            else:
+                parent = await self.annotate(*note)
+        tree, self._staged = self._staged, None
+        sha = noted = ""
+        values = dict(P=parent, MSG=message, REF=ref)
+        if tree is None:
+            tree, sha, noted = await self._stage("", commit=values, note=extra)
+        if not sha:  # the tree changed_since staged, or one with nested repositories grafted in
+            folded = bool(extra) and not noted
+            r = await self._sh((NOTE if folded else "") + COMMIT, "commit", T=tree,
+                               **(values | {"P": noted} if noted else values), **(extra if folded else {}))
+            noted, out = self._noted(r.stdout) if folded else (noted, r.stdout)
+            sha = out.strip()
+        if extra:
+            self._remember(note[0], noted, note[1])
+            parent = noted
         self._remember(attempt, sha, message)
-        self._trees[attempt] = tree
+        self._trees[attempt], self._parents[attempt] = tree, parent
         return sha
+
+    @staticmethod
+    def _noted(stdout: str) -> tuple[str, str]:
+        """(the sha NOTE printed on the first line, the rest of the output)."""
+        head, _, rest = stdout.partition("\n")
+        if not head.startswith("note "):
+            raise LedgerError(f"ledger annotate printed no commit: {head[:200]!r}")
+        return head.split()[1], rest
 
     async def annotate(self, attempt: int, message: str) -> str:
         """Give attempt `attempt` a new message (same tree, same parent); returns the new sha."""
-        self._sha(await self.attempts(), attempt)
-        r = await self._sh(ANNOTATE, "annotate", REF=self._ref(attempt), MSG=message)
+        old = self._sha(await self.attempts(), attempt)
+        if attempt in self._parents:  # snapshotted by this ledger: its tree and parent are known
+            r = await self._sh(COMMIT, "annotate", T=self._trees[attempt], P=self._parents[attempt], MSG=message,
+                               REF=self._ref(attempt), OLD=old)
+        else:
+            r = await self._sh(ANNOTATE, "annotate", REF=self._ref(attempt), MSG=message)
         sha = r.stdout.strip()
         self._remember(attempt, sha, message)
         return sha
@@ -166,12 +211,15 @@ class Ledger:
                                 + [(attempt, sha, message.split("\n", 1)[0])])
 
     async def changed_since(self, attempt: int) -> bool:
-        """Whether the workdir differs from attempt `attempt`'s snapshot (True when it has none)."""
+        """Whether the workdir differs from attempt `attempt`'s snapshot (True when it has none).
+        The tree staged is kept for the next snapshot."""
+        self._staged = None
         rows = {n: sha for n, sha, _ in await self.attempts()}
         if attempt not in rows:
             return True
         await self._init()
-        tree = await self._stage("")
+        tree, _, _ = await self._stage("")
+        self._staged = tree
         if attempt not in self._trees:
             self._trees[attempt] = (await self._sh('g rev-parse "$C^{tree}"\n', "diff", C=rows[attempt])).stdout.strip()
         return self._trees[attempt] != tree
@@ -221,6 +269,7 @@ class Ledger:
         back; files it lacks that the latest snapshot (or the last restore) holds are removed.
         Files never recorded (new ones, ignored ones, .harness/) are left alone. Returns the
         paths changed."""
+        self._staged = None
         rows = await self.attempts()
         target, latest = self._sha(rows, attempt), rows[-1][1]
         await self._init()
@@ -232,15 +281,24 @@ class Ledger:
         return sorted({*_z(differ), *removed})
 
     # ------------------------------------------------------------------ staging
-    async def _stage(self, rel: str) -> str:
+    async def _stage(self, rel: str, commit: dict | None = None, note: dict | None = None) -> tuple[str, str, str]:
         """Stage the worktree `rel` (the workdir when "", else a nested repository in it) into its
-        own index; returns the tree sha, with every nested repository's files grafted in."""
+        own index; returns the tree sha, with every nested repository's files grafted in, "" and
+        "" — or, given `commit` (COMMIT's P, MSG, REF) and no nested repository, the sha of the
+        commit made of it in the same round trip; with `note` (NOTE's values), the sha NOTE made
+        last, which is then that commit's parent."""
         wt = f"{self.workdir}/{rel}" if rel else self.workdir
         idx = f"{self.git_dir}/subindex/{hashlib.sha1(rel.encode()).hexdigest()}" if rel else ""
         skip: list[str] = []  # nested repositories with no commit: `git add` fails on them
+        noted = ""
         while True:
             pathspecs = " ".join(shlex.quote(f":(literal,exclude){p}") for p in skip)
-            r = await self._sh(ADD.replace("@SKIP@", pathspecs), "add", check=False, WT=wt, IDX=idx)
+            values = {} if skip else (commit or {}) | (note or {})  # a retry only stages
+            script = (NOTE if "NREF" in values else "") + ADD.replace("@SKIP@", pathspecs)
+            r = await self._sh(script, "add", check=False, WT=wt, IDX=idx, **values)
+            if "NREF" in values and r.stdout.startswith("note "):  # annotated, whatever the add did next
+                noted, out = self._noted(r.stdout)
+                r = dataclasses.replace(r, stdout=out)
             m = None if r.ok else _UNBORN.search(r.stderr)
             if m and m.group(1) not in skip:
                 skip.append(m.group(1))
@@ -248,10 +306,12 @@ class Ledger:
             self._check(r, "add")
             break
         tree, _, links = r.stdout.partition("\n")
+        if links.startswith("commit "):
+            return tree.strip(), links.split()[1], noted
         for path in skip + [rec.split("\t", 1)[1] for rec in _z(links)]:
-            sub = await self._stage(f"{rel}/{path}" if rel else path)
+            sub, _, _ = await self._stage(f"{rel}/{path}" if rel else path)
             tree = (await self._sh(GRAFT, "add", WT=wt, IDX=idx, P=path, T=sub)).stdout.strip()
-        return tree.strip()
+        return tree.strip(), "", noted
 
     async def _init(self) -> None:
         if not self._ready:
