@@ -308,7 +308,9 @@ def test_without_py_spy_the_evidence_says_how_to_get_stacks(tmp_path, monkeypatc
     evidence = (ses.dir / "attempts" / "01.evidence.txt").read_text()
     assert "no py-spy on the host" in evidence and "pip install py-spy" in evidence
     assert "wchan futex" in evidence  # states and wait channels all the same
-    assert events(ses, "verdict")[0]["root"]["category"] == "timeout"  # no stack: nothing says where it waits
+    # no stack says where it waits: the stage does (engine start steps through collectives)
+    assert events(ses, "verdict")[0]["root"]["category"] == "distributed_comm_hang"
+    assert events(ses, "verdict")[0]["failed_stage"] == 1
 
 
 def test_the_collective_a_hung_run_waits_in_is_the_one_most_processes_are_in():

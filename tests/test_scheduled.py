@@ -313,3 +313,44 @@ def test_doctor_says_whether_the_scheduler_answers(ray_head, slurm_lab, tmp_path
     rc, lines = doctor(f"via: ray-job, ray: {{address: 'http://127.0.0.1:{free_port()}'}}")
     assert rc == 1 and "✗" in lines[0] and "did not answer" in lines[0], lines
     assert not list(Path("/tmp").glob("tmp*/jobsup.py"))  # its scratch dir is gone
+
+
+def test_a_job_the_scheduler_holds_back_is_queued_not_hung(slurm_lab, tmp_path, monkeypatch):
+    # a Slurm job with a begin time waits PENDING (BeginTime) and prints nothing; with a stall of
+    # 3 s the session must wait for it (noting the queue), not call it hung at engine_start
+    from harness.session.journal import Journal
+    from harness.session.runner import run_spec
+    from test_loop import spec_for
+
+    monkeypatch.setenv("SLURM_CONF", slurm_lab.conf)
+    (tmp_path / "run.sh").write_text("echo started after the queue; exit 4\n")
+    spec = spec_for(tmp_path, launch={"via": "slurm", "stall": 3, "slurm": {"python": PY, "options": ["--begin=now+10"]}},
+                    budgets={"relaunches": 0})
+    d = tmp_path / "session"
+    t0 = time.monotonic()
+    ses = asyncio.run(run_spec(spec, d, offline=True))
+    took = time.monotonic() - t0
+    events = Journal.read(d / "journal.jsonl")
+    notes = [e["text"] for e in events if e["type"] == "note"]
+    verdict = next(e for e in events if e["type"] == "verdict")
+    assert verdict["reason"] == "exited" and verdict["exit_code"] == 4, (verdict, notes)
+    assert any("waits in the scheduler's queue (PENDING job" in n and "BeginTime" in n for n in notes), notes
+    assert any(n.startswith("the job left the scheduler's queue after") for n in notes), notes
+    assert took >= 8 and ses.state.ended["reason"] in ("gave_up", "budget:relaunches")
+    assert "started after the queue" in (d / "attempts" / "01.log").read_text()
+
+
+def test_a_ray_job_is_queued_while_ray_sets_it_up_and_not_once_it_ran(ray_head, tmp_path):
+    # every Ray job starts PENDING (its supervisor actor, its runtime env); the supervisor's first
+    # look comes right after the submission, so the poll sees why, and nothing once the job ran
+    async def body(t):
+        lau = launcher(t, ray_head)
+        h = await lau.launch("echo ran", workdir=str(tmp_path))
+        seen = []
+        while (st := await lau.poll(h)).alive:
+            seen.append(st.queued)
+            await asyncio.sleep(0.1)
+        return h, seen + [st.queued]
+    h, seen = local(body)
+    assert any(q.startswith("PENDING") for q in seen), seen
+    assert seen[-1] == "" and not (Path(h.run_dir) / "queued").exists(), seen

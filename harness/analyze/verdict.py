@@ -50,7 +50,18 @@ def first_pass(reached: dict[int, tuple[int, str]], line_no: int) -> int:
 
 
 SILENCE = "silence"  # the signature id of a hang's root cause when no error was printed
-SILENT_CATEGORY = "timeout"  # its category when its last lines belong to no error family
+SILENT_CATEGORY = "timeout"  # its category when its last lines belong to no error family, in a stage that waits on requests
+# Stages whose processes step together through collectives: the engine's communicators, tensor-
+# parallel generation, the log-prob forward passes, the update's all-reduce. A run silent and
+# idle there has ranks waiting in one for a rank that died or diverged, silent until NCCL's or
+# HCCL's watchdog fires (10-30 min; torch ProcessGroupNCCL's timeout, HCCL_EXEC_TIMEOUT); task
+# dispatch, trajectories and rewards wait on requests, tasks and agents: a wait with no timeout.
+COLLECTIVE_STAGES = frozenset({1, 2, 6, 7})
+
+
+def silent_category(stage: int) -> str:
+    """The category of a silent hang at `stage` when nothing it printed says more."""
+    return "distributed_comm_hang" if stage in COLLECTIVE_STAGES else SILENT_CATEGORY
 
 
 ANSWERED = re.compile(r'"(?:GET|POST|PUT|DELETE|HEAD|PATCH) \S+ HTTP/[\d.]+" [23]\d\d\b')
@@ -58,8 +69,8 @@ ANSWERED = re.compile(r'"(?:GET|POST|PUT|DELETE|HEAD|PATCH) \S+ HTTP/[\d.]+" [23
 
 def silence(an, quiet: float, stage: int) -> Finding:
     """The root cause of a run that went silent without an error: its last line, categorised by
-    the error family its last lines belong to (a TCPStore wait is a collective hang), else a
-    timeout — the stage took longer than anything allows."""
+    the error family its last lines belong to (a TCPStore wait is a collective hang), else by
+    the stage it hangs in (`silent_category`)."""
     peeled = [make_line(0, ln, an.pb.prefixes).text for ln in an.tail]  # without Ray's and ranks' prefixes
     tail = peeled[-3:]
     # A server's access-log line of a request it answered (uvicorn's `"GET /v1/models HTTP/1.1" 200 OK`,
@@ -69,7 +80,7 @@ def silence(an, quiet: float, stage: int) -> Finding:
     last = waited[-1] if waited else (tail[-1] if tail else "")
     cats = [c for c in (family(an.pb, "", ln)[0] for ln in reversed(tail)) if c != "other"]
     return Finding(key=SILENCE, line_no=an.line_no, text=last,
-                   category=cats[0] if cats else SILENT_CATEGORY,
+                   category=cats[0] if cats else silent_category(stage),
                    hint=f"The run printed nothing for {quiet:.0f}s after this line, in {STAGES[stage - 1]}: "
                         "see where its processes wait (the attempt's evidence: their stacks, states and last lines).",
                    stage=stage, outcome="hang", signature=SILENCE, detail=f"silent for {quiet:.0f}s",

@@ -14,6 +14,8 @@ Slurm: `scontrol show job`'s JobState and ExitCode), never from the log stream: 
 stops following early and exits 0 for a failed job, and `sacct` needs accounting. On SIGTERM
 the supervisor stops the job through the scheduler and goes on mirroring until it has ended.
 The last line it prints, on stderr, says how the job ended: `harness: <kind> job <id> <STATE>…`.
+While the scheduler holds the job back (QUEUED), the file `queued` beside job.json says so and
+why (the controller does not count that silence towards a stall).
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ import urllib.request
 POLL = 1.0  # seconds between two looks at the job's state
 PATIENCE = 120.0  # seconds the scheduler may stay silent before the run counts as lost with it
 RAY_TERMINAL = {"STOPPED", "SUCCEEDED", "FAILED"}
+# A job the scheduler has accepted but not started: Ray's PENDING (its supervisor actor and
+# runtime env being set up), Slurm's PENDING (waiting for resources, priority, a begin time),
+# CONFIGURING (its nodes booting) and REQUEUED.
+QUEUED = {"PENDING", "CONFIGURING", "REQUEUED"}
 # JobState values after which a Slurm job runs no more (squeue(1), "JOB STATE CODES")
 SLURM_TERMINAL = {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
                   "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT", "REVOKED", "SPECIAL_EXIT"}
@@ -111,7 +117,7 @@ class Ray:
             return True, None, "gone from the Ray cluster (not found: did the head restart?)"
         status = info.get("status", "?")
         text = status + (f" ({info['error_type']})" if info.get("error_type") else "")
-        if status in RAY_TERMINAL and info.get("message"):  # without its copy of the log's tail
+        if (status in RAY_TERMINAL or status in QUEUED) and info.get("message"):  # without its copy of the log's tail
             text += ": " + info["message"].splitlines()[0].split(", last available logs")[0]
         exit_code = info.get("driver_exit_code")
         if exit_code is None and status in RAY_TERMINAL:
@@ -236,17 +242,31 @@ def _mirror(job) -> None:
         sys.stdout.flush()
 
 
-def run(job, stop_wait: float) -> int:
+def _queue(path: str, text: str) -> None:
+    """Say in the run dir whether the scheduler still holds the job back (and why), so the
+    controller does not take its silence for a hang."""
+    if text:
+        _put(path, text)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+
+def run(job, stop_wait: float, queued: str) -> int:
     stopping: list[float] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(time.monotonic()))
     signal.signal(signal.SIGINT, lambda *_: stopping.append(time.monotonic()))
     job.submit()
-    asked, failing = False, None
+    asked, failing, said = False, None, None
     while True:
         try:
             _mirror(job)
             ended, code, text = job.state()
             failing = None
+            waiting = "" if ended else text if text.split(" ", 1)[0].rstrip(":") in QUEUED else ""
+            if waiting != said:
+                _queue(queued, waiting)
+                said = waiting
         except Unreachable as e:  # a loaded head, a restarting slurmctld: wait a while
             failing = failing or time.monotonic()
             if time.monotonic() - failing > PATIENCE:
@@ -263,6 +283,7 @@ def run(job, stop_wait: float) -> int:
             text, code = f"{text}, still not ended {stop_wait + 30:g}s after it was asked to stop", 143
             break
         time.sleep(POLL)
+    _queue(queued, "")
     time.sleep(POLL)  # the scheduler may flush the last lines just after the state changes
     with contextlib.suppress(Unreachable):
         _mirror(job)
@@ -303,7 +324,9 @@ def main(argv: list[str]) -> int:
         if argv[1] == "deaths":
             print(job.deaths() if isinstance(job, Ray) else "")
             return 0
-        return (run if argv[1] == "run" else stop)(job, float(conf.get("stop_wait", 60)))
+        if argv[1] == "run":
+            return run(job, float(conf.get("stop_wait", 60)), os.path.join(os.path.dirname(argv[2]), "queued"))
+        return stop(job, float(conf.get("stop_wait", 60)))
     except Unreachable as e:
         sys.stderr.write(f"harness: {e}\n")
         return 2

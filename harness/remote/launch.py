@@ -113,7 +113,7 @@ claim() {
 STATE = r'''
 cd -P . && echo "dir=$PWD"
 a=; alive . && a=1
-for f in pid pgid started exit_code ended log_name; do val $f && echo "$f=$v" && [ $f = exit_code ] && a=; done
+for f in pid pgid started exit_code ended log_name queued; do val $f && echo "$f=$v" && [ $f = exit_code ] && a=; done
 [ -n "$a" ] && echo alive=1
 true
 '''
@@ -176,6 +176,7 @@ class RunStatus:
     exit_code: int | None
     started: float | None
     ended: float | None
+    queued: str = ""  # a scheduler holds the job back: its state and why (jobsup.py)
 
 
 class RunLauncher(Protocol):
@@ -313,7 +314,7 @@ class Launcher:
     async def poll(self, handle: RunHandle) -> RunStatus:
         s = await self._status(handle.run_dir) or {}
         return RunStatus("alive" in s, _num(s.get("exit_code")), _num(s.get("started"), float),
-                         _num(s.get("ended"), float))
+                         _num(s.get("ended"), float), s.get("queued", "") if "alive" in s else "")
 
     async def stop(self, handle: RunHandle, grace: float = 10, cleanup: Sequence[str] = ()) -> StopReport:
         """TERM the run's processes, KILL them after `grace` s, run `cleanup` in the workdir,

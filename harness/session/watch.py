@@ -4,7 +4,9 @@ never the model's; while it waits it only polls (one stat + one read per tick).
 
 A silent run is not called hung on silence alone: after `launch.stall` seconds without a line,
 or once the playbook's stage timeout has passed, the run's processes are asked whether they
-still use CPU (graph compilation on Ascend can print nothing for twenty minutes).
+still use CPU (graph compilation on Ascend can print nothing for twenty minutes). A job its
+scheduler has not started yet (Ray's PENDING, a Slurm job waiting for resources) is not silent:
+the wait is noted, and only the session's budgets bound it.
 """
 
 from __future__ import annotations
@@ -141,6 +143,7 @@ async def watch(ses, handle: RunHandle, an: Analyzer, on_stage, on_data) -> Watc
     started = last_data = last_status = clock()
     first_error: float | None = None
     quiet_checked = 0.0
+    queued: float | None = None  # since when a scheduler holds the job back
     while True:
         now = clock()
         if await logs.read():
@@ -159,6 +162,15 @@ async def watch(ses, handle: RunHandle, an: Analyzer, on_stage, on_data) -> Watc
         if now - last_status >= STATUS_EVERY or first_error:
             last_status = now
             status = await ses.launcher.poll(handle)
+            if status.queued:  # not started yet: its silence is the queue's, not a hang
+                last_data = now
+                if queued is None:
+                    queued = now
+                    ses.note(f"the job waits in the scheduler's queue ({status.queued[:200]}); its silence does not "
+                             f"count towards launch.stall until it starts")
+            elif queued is not None:
+                ses.note(f"the job left the scheduler's queue after {now - queued:.0f}s")
+                queued = None
             if not status.alive:  # read what is left (the final partial lines too) and decide
                 await logs.read(final=True)
                 v, found = an.verdict(None), ""
