@@ -113,6 +113,7 @@ class StageWords(_Model):
     stage: Stage
     words: list[str] = Field(min_length=1)
     weak: bool = False  # set-up words: they count only when no other stage word is on the path
+    loop: bool = False  # the training loop's own functions: they count only when nothing else names a stage
     evidence: str = Field(min_length=1)
 
 
@@ -362,7 +363,7 @@ class Playbook:
     prefixes: list[re.Pattern]
     match: Matchers  # groups: marker -> (stage no, Pattern), signature, noise, metric_line
     stage_hints: list[tuple[StageHint, re.Pattern]]
-    stage_words: list[tuple[tuple[str, ...], int, bool]] = field(default_factory=list)  # phrase, stage, weak; longest first
+    stage_words: list[tuple[tuple[str, ...], int, str]] = field(default_factory=list)  # phrase, stage, kind ("", weak, loop); longest first
     plumbing: re.Pattern | None = None
     categories: list[tuple[str, re.Pattern, int | None]] = field(default_factory=list)  # category, regex, stage
     frame_categories: list[tuple[str, re.Pattern]] = field(default_factory=list)  # category, regex on frames
@@ -403,7 +404,8 @@ def compile_playbook(pb: PlaybookFile, origins: dict[str, str] | None = None) ->
             "noise": [(n, n.regex) for n in pb.noise],
             "metric_line": [(m, m.regex) for m in pb.metric_lines]}),
         stage_hints=[(h, re.compile(h.regex)) for h in pb.stage_hints],
-        stage_words=sorted(((name_words(w), stage_no[sw.stage], sw.weak) for sw in pb.stage_words for w in sw.words),
+        stage_words=sorted(((name_words(w), stage_no[sw.stage], "weak" if sw.weak else "loop" if sw.loop else "")
+                            for sw in pb.stage_words for w in sw.words),
                            key=lambda x: -len(x[0])),
         plumbing=re.compile("|".join(f"(?:{p.regex})" for p in pb.plumbing)) if pb.plumbing else None,
         categories=[(c.category, re.compile(c.regex), stage_no[c.stage] if c.stage else None)

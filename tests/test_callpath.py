@@ -93,14 +93,14 @@ def test_set_up_is_read_on_the_failing_call_s_own_path_not_in_its_callers():
 
 
 def test_an_object_built_in_a_caller_s_line_is_not_where_the_failure_is():
-    """`Trainer(cfg).fit()` above the frames of `fit`: the object was built and its method
+    """`Trainer(cfg).serve()` above the frames of `serve`: the object was built and its method
     failed later; the source line of the innermost frame (and of one above relay frames) says
     what was being called, a caller's line does not."""
     engine = "INFO 06-04 22:25:57 [core.py:210] init engine (profile, create kv cache, warmup model) took 12.3 seconds"
     log = [engine, "Traceback (most recent call last):",
            '  File "/srv/tinyrl/cli.py", line 12, in main',
-           "    return Trainer(cfg).fit()",
-           '  File "/srv/tinyrl/trainer.py", line 80, in fit',
+           "    return Trainer(cfg).serve()",
+           '  File "/srv/tinyrl/trainer.py", line 80, in serve',
            "    self.loop(state)",
            '  File "/srv/tinyrl/trainer.py", line 99, in loop',
            "    row = table[key]",
@@ -118,3 +118,27 @@ def test_the_innermost_name_wins_whether_a_hint_or_a_word_names_it():
            "    rewards[i] = torch.tensor(reward_func(prompts, completions))",
            "TypeError: length_reward() takes 1 positional argument but 2 were given"]
     assert stage_of(load_playbook(None), log)[0] == 5
+
+
+def test_a_failure_in_the_training_loop_s_own_code_is_building_the_update_s_data(pb):
+    """The loop that runs a whole step (`fit`, `grpo_train`, `train_actor`) calls each phase by
+    name; what fails in its own code, between those calls, is the data it assembles for the
+    update. Any phase named further in wins, and a script called train.py or a function that only
+    contains the word (`train_with_tools`) is no loop."""
+    head = ["Traceback (most recent call last):", '  File "/srv/tinyrl/run.py", line 9, in main']
+    in_loop = head + ['  File "/srv/tinyrl/algo.py", line 310, in grpo_train',
+                      '    mask = rollout_batch["loss_mask"]',
+                      "KeyError: 'loss_mask'"]
+    assert stage_of(pb, in_loop)[0] == 6
+    method = ["ray.exceptions.RayTaskError(ValueError): ray::PolicyActor.train() (pid=4, ip=10.0.0.2)",
+              "ValueError: packed sequence of 9000 tokens exceeds the micro-batch budget"]
+    assert stage_of(pb, method)[0] == 6
+    phase = head + ['  File "/srv/tinyrl/algo.py", line 120, in fit',
+                    "    out = self.workers.generate_sequences(prompts)",
+                    *RAY_GET,
+                    "RuntimeError: engine is sleeping"]
+    assert stage_of(pb, phase)[0] == 2  # the phase the loop called names the stage
+    for func, path in (("train_with_tools", "/srv/tinyrl/algo.py"), ("main", "/srv/tinyrl/train.py")):
+        other = ["Traceback (most recent call last):", f'  File "{path}", line 40, in {func}',
+                 "    register_model(spec)", "KeyError: 'spec'"]
+        assert stage_of(pb, other)[0] == 1, func

@@ -75,12 +75,12 @@ def with_calls(pb: Playbook, frames: list[str], code: dict[int, str]) -> list[st
     return out
 
 
-def _stage(pb: Playbook, words: tuple[str, ...]) -> tuple[int, bool] | None:
-    """(stage, weak) of the longest phrase in `words` (phrases are sorted longest first):
-    `actor_rollout_init_model` is set-up (init_model), not a rollout."""
-    for phrase, stage, is_weak in pb.stage_words:
-        if _contains(words, phrase):
-            return stage, is_weak
+def _stage(pb: Playbook, words: tuple[str, ...]) -> tuple[int, str] | None:
+    """(stage, kind: "", "weak" or "loop") of the longest phrase in `words` (phrases are sorted
+    longest first): `actor_rollout_init_model` is set-up (init_model), not a rollout."""
+    for phrase, stage, kind in pb.stage_words:
+        if (words == phrase) if kind == "loop" else _contains(words, phrase):  # a loop's name is the whole name
+            return stage, kind
     return None
 
 
@@ -90,21 +90,27 @@ def _contains(words: tuple[str, ...], phrase: tuple[str, ...]) -> bool:
 
 
 SETUP_VERBS = ("init", "initialize", "build", "create", "construct", "setup", "set")  # `_build_rollout` sets up
-STRONG, SETUP, MODULE = 0, 1, 2  # how telling a name is: a function's own words, set-up, a module's or class's
+# how telling a name is: a function's own words, set-up, a module's or class's, the training loop's
+STRONG, SETUP, MODULE, LOOP = 0, 1, 2, 3
 
 
 def _entry_stage(pb: Playbook, entry: str) -> tuple[int, int] | None:
     """(stage, level) of one frame or method: its function (method) first — one named for
     set-up, `__init__` or `_build_rollout` or an import, is set-up whatever its module —, then
-    its module (class) name, which says less."""
+    its module (class) name, which says less; a training loop's name (`fit`, `grpo_train`) only
+    when none of its names says more."""
+    loop = None
     for i, n in enumerate(_names(pb, entry)):
         words = name_words(n)
         if i == 0 and (n == "<module>" or (words and words[0] in SETUP_VERBS)):
             return STAGE_NO["engine_start"], SETUP
         if (found := _stage(pb, words)) is not None:
-            stage, weak = found
-            return stage, SETUP if weak else (STRONG if i == 0 else MODULE)
-    return None
+            stage, kind = found
+            if kind == "loop":  # a function's (method's) own name, never a script's (`train.py`)
+                loop = loop or ((stage, LOOP) if i == 0 else None)
+                continue
+            return stage, SETUP if kind == "weak" else (STRONG if i == 0 else MODULE)
+    return loop
 
 
 def _running(entries: list[str]) -> list[bool]:
@@ -124,7 +130,7 @@ def _level_stage(pb: Playbook, entries: list[str], level: int) -> int | None:
     does), else the words of its names. Innermost first, hint or word alike: `reward_func(…)`
     called inside `compute_loss` is the reward's failure, whatever hint names `compute_loss`."""
     for entry, running in reversed(list(zip(entries, _running(entries)))):
-        if level != MODULE:
+        if level in (STRONG, SETUP):
             for hint, rx in pb.stage_hints:
                 if (hint.stage == "engine_start") == (level == SETUP) and rx.search(entry):
                     return STAGE_NO[hint.stage]
@@ -140,9 +146,11 @@ def path_stage(pb: Playbook, groups: list[list[str]]) -> int | None:
     first, a stage hint of the playbook or the words of functions; set-up only when no group
     names another stage, and only on the failing call's own path (its frames and the Ray methods
     it went through): a caller that once built what is failing now (the driver's
-    `TaskRunner.remote().run.remote(cfg)`) did its set-up long before; module and class names last."""
-    for level in (STRONG, SETUP, MODULE):
-        for names in (groups[:2] if level == SETUP else groups):
+    `TaskRunner.remote().run.remote(cfg)`) did its set-up long before; module and class names
+    next; last, a training loop on the failing call's own path (`fit`, `grpo_train`,
+    `train_actor`): its own code between the phases it calls builds the update's data."""
+    for level in (STRONG, SETUP, MODULE, LOOP):
+        for names in (groups[:2] if level in (SETUP, LOOP) else groups):
             if (stage := _level_stage(pb, names, level)) is not None:
                 return stage
     return None
