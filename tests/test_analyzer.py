@@ -393,3 +393,13 @@ def test_minichain_s_503_reads_the_same_qualified_as_ray_re_raises_it():
                              "http://127.0.0.1:8000/v1/completions", "minichain_worker_proxy")]:
         v, _ = run(load_playbook("minichain"), f"minichain driver pid=1: config c.yaml, seed 0\n{line}\n")
         assert v["root_cause"]["signature"] == signature, (line, v["root_cause"])
+
+
+def test_non_finite_sampling_probabilities_are_the_generation_s_numerics():
+    """torch.multinomial's check, as its CUDA assert prints it (no traceback) in the middle of a
+    progress bar: the policy's logits went non-finite where it samples, in generation."""
+    log = ("Train:   3%|▎         | 4/120 [00:41<19:50, 10.26s/it]/pytorch/aten/src/ATen/native/cuda/TensorCompare.cu:112: "
+           "_assert_async_cuda_kernel: block: [0,0,0], thread: [0,0,0] Assertion `probability tensor contains either "
+           "`inf`, `nan` or element < 0` failed.\n")
+    v, _ = run(load_playbook("base"), log)
+    assert (v["failed_stage"], v["root_cause"]["category"]) == (2, "precision_dtype"), v["root_cause"]
