@@ -141,6 +141,9 @@ class MetricRule(_Model):
     when: Literal["nonfinite", "zero", "same", "drift", "explode", "collapse"]
     against: str | None = None
     window: int = Field(20, ge=5)
+    # the rule holds only while these metrics of the same line are finite: a KL that is NaN beside
+    # a finite loss started in log-probs the loss does not use; beside a NaN loss, the loss's rule says it
+    while_finite: list[str] = []
     category: Category
     stage: Stage
     hint: str = ""

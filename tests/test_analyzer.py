@@ -403,3 +403,18 @@ def test_non_finite_sampling_probabilities_are_the_generation_s_numerics():
            "`inf`, `nan` or element < 0` failed.\n")
     v, _ = run(load_playbook("base"), log)
     assert (v["failed_stage"], v["root_cause"]["category"]) == (2, "precision_dtype"), v["root_cause"]
+
+
+def test_a_nan_kl_beside_a_finite_loss_starts_in_the_log_probs_and_beside_a_nan_loss_is_the_loss_s():
+    """KL is computed from log-probs: NaN while the loss stays finite, it came from log-probs the
+    loss does not take in (the reference's, with the batch): training_data. NaN together with the
+    loss, the loss's own rule holds: actor_update."""
+    pb = load_playbook("base")
+    ok = "{'loss': 0.0213, 'grad_norm': 0.41, 'learning_rate': 1e-06, 'reward': 0.5, 'reward_std': 0.3, 'kl': 0.0012}\n"
+    for bad, stage, sig in [
+            ("{'loss': 0.0198, 'grad_norm': 0.39, 'learning_rate': 1e-06, 'reward': 0.6, 'reward_std': 0.2, 'kl': nan}",
+             6, "kl_nonfinite"),
+            ("{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-06, 'reward': 0.6, 'reward_std': 0.2, 'kl': nan}",
+             7, "loss_nonfinite")]:
+        v, _ = run(pb, ENGINE + ok + bad + "\n")
+        assert (v["outcome"], v["failed_stage"], v["root_cause"]["signature"]) == ("wrong_result", stage, sig), bad

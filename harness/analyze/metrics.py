@@ -37,6 +37,8 @@ def violates(rule, values: dict[str, float], earlier) -> bool:
     """Whether this step's value of `rule.metric` breaks the rule (see MetricRule), judged
     against the same line's `against` metric or the metric's earlier finite values."""
     value = values[rule.metric]
+    if any(not _finite(values[m]) for m in rule.while_finite if m in values):
+        return False
     if rule.when == "nonfinite":
         return not _finite(value)
     if rule.when == "zero":
