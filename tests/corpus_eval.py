@@ -51,10 +51,11 @@ def _norm(s: str) -> str:
 
 
 def _bare(line: str) -> str:
-    """A labelled line as the analyzer reads it: the prefixes every playbook peels (base's) removed."""
+    """A labelled line as the analyzer reads it: the prefixes the shipped playbooks peel (Ray's,
+    ranks', loggers', a framework's `[date time] `) removed."""
     from harness.analyze.lines import make_line
     from harness.playbook import load_playbook
-    return _norm(make_line(0, line, load_playbook("base").prefixes).text)
+    return _norm(make_line(0, line, load_playbook(None).prefixes).text)
 
 
 def score(case: dict, verdict: dict) -> dict:
