@@ -418,3 +418,18 @@ def test_a_nan_kl_beside_a_finite_loss_starts_in_the_log_probs_and_beside_a_nan_
              7, "loss_nonfinite")]:
         v, _ = run(pb, ENGINE + ok + bad + "\n")
         assert (v["outcome"], v["failed_stage"], v["root_cause"]["signature"]) == ("wrong_result", stage, sig), bad
+
+
+def test_an_error_no_family_names_raised_while_scoring_is_the_reward_function_s():
+    """The reward stage runs the user's scoring code: an exception there that no family names is
+    the reward function's (reward_parsing); the same exception elsewhere stays `other`."""
+    pb = load_playbook("base")
+    tb = ("Traceback (most recent call last):\n"
+          '  File "/srv/tinyrl/driver.py", line 88, in step\n'
+          '  File "/srv/tinyrl/scoring.py", line 12, in {func}\n'
+          "    return hits / len(steps)\n"
+          "ZeroDivisionError: division by zero\n")
+    v, _ = run(pb, ENGINE + tb.format(func="compute_score"))
+    assert (v["failed_stage"], v["root_cause"]["category"]) == (5, "reward_parsing"), v["root_cause"]
+    v, _ = run(pb, ENGINE + tb.format(func="summarise"))
+    assert v["root_cause"]["category"] == "other" and v["failed_stage"] != 5

@@ -142,3 +142,23 @@ def test_a_failure_in_the_training_loop_s_own_code_is_building_the_update_s_data
         other = ["Traceback (most recent call last):", f'  File "{path}", line 40, in {func}',
                  "    register_model(spec)", "KeyError: 'spec'"]
         assert stage_of(pb, other)[0] == 1, func
+
+
+def test_a_training_loop_s_guess_is_bounded_by_the_stages_already_passed():
+    """The loop's guess (training_data) is the weakest reading: once the log says the training
+    batch was built, a failure in the loop's own code is past it, in the update."""
+    batch = "training batch: 16 samples from 16 trajectories, advantages mean 0.00 std 0.98"
+    log = ["INFO 06-04 22:25:57 [core.py:210] init engine (profile, create kv cache, warmup model) took 12.3 seconds",
+           'INFO:     127.0.0.1:51234 - "POST /v1/completions HTTP/1.1" 200 OK',
+           "agent worker started: 4 parallel agent(s), 16 episode(s) against http://127.0.0.1:8000",
+           "Number of Trajectories 16/16 completed",
+           "reward: checker scored 16 trajectories, mean score 0.44", batch,
+           "Traceback (most recent call last):",
+           '  File "/srv/tinyrl/driver.py", line 219, in train',
+           "    run_step(state)",
+           '  File "/srv/tinyrl/state.py", line 40, in apply',
+           "    slot = state.slots[name]",
+           "KeyError: 'head.bias'"]
+    union = load_playbook(None)
+    assert stage_of(union, log)[0] == 7
+    assert stage_of(union, [ln for ln in log if ln != batch])[0] == 6

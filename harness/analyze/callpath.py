@@ -140,7 +140,7 @@ def _level_stage(pb: Playbook, entries: list[str], level: int) -> int | None:
     return None
 
 
-def path_stage(pb: Playbook, groups: list[list[str]]) -> int | None:
+def path_level(pb: Playbook, groups: list[list[str]]) -> tuple[int | None, int | None]:
     """The stage of a failure from the names on its path, `groups` most telling first (the
     root's own frames, the Ray methods, every frame, the processes): in each group, innermost
     first, a stage hint of the playbook or the words of functions; set-up only when no group
@@ -152,8 +152,13 @@ def path_stage(pb: Playbook, groups: list[list[str]]) -> int | None:
     for level in (STRONG, SETUP, MODULE, LOOP):
         for names in (groups[:2] if level in (SETUP, LOOP) else groups):
             if (stage := _level_stage(pb, names, level)) is not None:
-                return stage
-    return None
+                return stage, level
+    return None, None
+
+
+def path_stage(pb: Playbook, groups: list[list[str]]) -> int | None:
+    """The stage of `path_level`."""
+    return path_level(pb, groups)[0]
 
 
 def confined_stage(pb: Playbook, actors: list[str]) -> int | None:

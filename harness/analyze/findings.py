@@ -10,7 +10,7 @@ from ..chain import STAGE_NO
 from ..playbook import MetricRule, Playbook, Signature
 from ..redact import redact
 from .blocks import FRAME, Block
-from .callpath import confined_stage, path_stage, with_calls
+from .callpath import LOOP, confined_stage, path_level, path_stage, with_calls
 from .lines import Line, canonical
 
 ROLE_ORDER = {"cause": 0, "downstream": 1, "wrapper": 2}
@@ -26,6 +26,7 @@ class Finding:
     hint: str = ""
     stage: int | None = None
     by_context: bool = False  # `stage` comes from the failing process's name or its callers' frames alone
+    guessed: bool = False  # `stage` comes from a training loop on the path alone: the lifecycle bounds it
     role: str = "cause"
     outcome: str = "crash"
     signature: str | None = None
@@ -83,8 +84,9 @@ def _place(f: Finding, pb: Playbook, paths: list[list[str]], actors: list[str], 
     came from (`by_context`, as when only the callers' frames — a driver's side of a RayTaskError —
     name one), else from where errors of its family arise. A process that does only
     one stage's work (`confined_stage`) overrides another work stage its frames' words suggest."""
-    f.stage = path_stage(pb, paths + [actors])
+    f.stage, level = path_level(pb, paths + [actors])
     f.by_context = f.stage is not None and f.stage != path_stage(pb, paths[:2])
+    f.guessed = level == LOOP
     own = confined_stage(pb, actors)
     if own is not None and f.stage not in (None, own, STAGE_NO["engine_start"]):
         f.stage = own
@@ -135,6 +137,10 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
                        [e for s in blk.segments for e in with_calls(pb, s.frames, s.code)]], actors, exc, line.text)
     if f.category == "other" and sig is None and seg is not None:
         f.category = frame_family(pb, seg.frames)
+    if f.category == "other" and sig is None and f.stage == STAGE_NO["reward"]:
+        # an error no family names, raised while scoring: the reward function's own (TRL's
+        # reward_funcs, verl's compute_score, OpenRLHF's remote_rm_fn run the user's code)
+        f.category = "reward_parsing"
     if seg is not None and line.no == seg.exc_no and line.text == seg.exc_type and seg.frames:
         f.text = f"{line.text} (at {seg.frames[-1].strip()})"  # a bare exception: say where it was raised
     f.lines, f.context = [ln.text for ln in blk.lines], blk.context

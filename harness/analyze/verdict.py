@@ -109,10 +109,10 @@ def build_verdict(an, now: float | None) -> dict:
     if root is not None:
         outcome = root.outcome
         stage = root.stage
-        if stage is None or root.by_context:  # a stage under way says more than a process's name or the callers
-            stage = under_way(an, root.line_no) or stage
-        # the lifecycle bounds only a stage nothing names: a path's or a signature's stands
-        floor = first_pass(an.reached, root.line_no) if stage is None else 0
+        if stage is None or root.by_context or root.guessed:  # a stage under way says more than a process's
+            stage = under_way(an, root.line_no) or stage         # name, the callers or a training loop
+        # the lifecycle bounds only a stage nothing names or a loop's guess: a path's or a signature's stands
+        floor = first_pass(an.reached, root.line_no) if stage is None or root.guessed else 0
         failed = lifecycle_stage(stage, top, floor)
         lsp = top if outcome == "wrong_result" else min(top, failed - 1)
     elif healthy_update is not None:
