@@ -433,3 +433,14 @@ def test_an_error_no_family_names_raised_while_scoring_is_the_reward_function_s(
     assert (v["failed_stage"], v["root_cause"]["category"]) == (5, "reward_parsing"), v["root_cause"]
     v, _ = run(pb, ENGINE + tb.format(func="summarise"))
     assert v["root_cause"]["category"] == "other" and v["failed_stage"] != 5
+
+
+def test_names_pushed_into_a_rollout_engine_fail_its_weight_sync_a_checkpoint_s_load_its_start():
+    """vLLM's loader finds every name of the checkpoint its model class was built for; names it
+    lacks were pushed by another framework's weight sync (completion). A state_dict that misses
+    keys says nothing of when: before any marker, start-up."""
+    pb = load_playbook("base")
+    v, _ = run(pb, "ValueError: There is no module or parameter named 'decoder.layers.0.mlp.linear_fc1' in TinyMoeForCausalLM\n")
+    assert (v["failed_stage"], v["root_cause"]["category"]) == (2, "weight_mapping"), v["root_cause"]
+    v, _ = run(pb, 'RuntimeError: Error(s) in loading state_dict for TinyMoe:\n\tMissing key(s) in state_dict: "lm_head.weight".\n')
+    assert (v["failed_stage"], v["root_cause"]["category"]) == (1, "weight_mapping"), v["root_cause"]

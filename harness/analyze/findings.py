@@ -135,6 +135,9 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
         actors = list(dict.fromkeys(ln.actor for ln in blk.lines if ln.actor))
         _place(f, pb, [with_calls(pb, seg.frames, seg.code) if seg else [], blk.methods,
                        [e for s in blk.segments for e in with_calls(pb, s.frames, s.code)]], actors, exc, line.text)
+    if f.category == "other" and sig is None:  # the rest of a message of several lines may say more
+        f.category = next((c for ln, _ in zone if ln is not line
+                           and (c := fallback_category(pb, exc, ln.text)) != "other"), "other")
     if f.category == "other" and sig is None and seg is not None:
         f.category = frame_family(pb, seg.frames)
     if f.category == "other" and sig is None and f.stage == STAGE_NO["reward"]:
