@@ -162,3 +162,18 @@ def test_a_training_loop_s_guess_is_bounded_by_the_stages_already_passed():
     union = load_playbook(None)
     assert stage_of(union, log)[0] == 7
     assert stage_of(union, [ln for ln in log if ln != batch])[0] == 6
+
+
+def test_the_optimizer_s_step_is_the_update_building_it_is_set_up(pb):
+    """Frames of an optimizer's own module (torch.optim's, Megatron's, DeepSpeed's) step the
+    update, whoever called them; a function named for building one is set-up."""
+    step = ["Traceback (most recent call last):",
+            '  File "/srv/tinyrl/loop.py", line 77, in run',
+            '  File "/venv/lib/python3.11/site-packages/torch/optim/optimizer.py", line 487, in wrapper',
+            '  File "/venv/lib/python3.11/site-packages/torch/optim/adamw.py", line 220, in step',
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]
+    assert stage_of(pb, step)[0] == 7
+    build = ["Traceback (most recent call last):",
+             '  File "/srv/tinyrl/setup.py", line 12, in build_optimizer',
+             "ValueError: optimizer got an empty parameter list"]
+    assert stage_of(pb, build)[0] == 1
