@@ -10,7 +10,8 @@ Scoring, per case (no file is special-cased anywhere):
 - failed_stage: equal to the label (null equals null);
 - category: root_cause.category equal to the label (a pass has no root cause: counts when the
   label is `other`);
-- in digest: the labelled root-cause line appears in the digest (whitespace-normalised);
+- in digest: the labelled root-cause line appears in the digest (whitespace-normalised; as labelled
+  or without the prefixes the analyzer peels, as the digest's root-cause section shows it);
 - chosen: it appears in root_cause.text (as labelled, or without the Ray / rank / logger prefixes the
   analyzer peels from every line) — for a pass, in the evidence of the last passed stage.
 tests/test_corpus.py holds the floors.
@@ -70,7 +71,7 @@ def score(case: dict, verdict: dict) -> dict:
     return {
         "stage": verdict["failed_stage"] == case["failed_stage"],
         "category": category == case["category"],
-        "digest": label in _norm(verdict.get("digest", "")),
+        "digest": label in _norm(verdict.get("digest", "")) or _bare(label) in _norm(verdict.get("digest", "")),
         # the analyzer's root text is the line without its Ray / rank / logger prefixes
         "chosen": label in _norm(chosen or "") or _bare(label) in _norm(chosen or ""),
         "outcome": verdict["outcome"] == case["outcome"],
