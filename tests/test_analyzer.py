@@ -444,3 +444,23 @@ def test_names_pushed_into_a_rollout_engine_fail_its_weight_sync_a_checkpoint_s_
     assert (v["failed_stage"], v["root_cause"]["category"]) == (2, "weight_mapping"), v["root_cause"]
     v, _ = run(pb, 'RuntimeError: Error(s) in loading state_dict for TinyMoe:\n\tMissing key(s) in state_dict: "lm_head.weight".\n')
     assert (v["failed_stage"], v["root_cause"]["category"]) == (1, "weight_mapping"), v["root_cause"]
+
+
+def test_a_line_that_restates_a_later_exception_gives_way_to_it():
+    """Whoever caught an exception often logs its message first (`Training failed with error: …`);
+    the exception with its traceback is the same error and the root, with its call path."""
+    pb = load_playbook("base")
+    log = ("Training failed with error: CUDA error: operation not permitted when stream is capturing\n"
+           "INFO shutting down the rollout server\nINFO saved the partial trajectories to /tmp/t\n"
+           "Traceback (most recent call last):\n"
+           '  File "/srv/tinyrl/engine.py", line 40, in start_server\n'
+           "    torch.cuda.Stream()\n"
+           "RuntimeError: CUDA error: operation not permitted when stream is capturing\n")
+    v, _ = run(pb, log)
+    assert v["root_cause"]["text"] == "RuntimeError: CUDA error: operation not permitted when stream is capturing"
+    assert v["root_cause"]["line_no"] == 7
+    # a line that only shares a short tail with it is no restatement
+    v, _ = run(pb, "Training failed with error: CUDA error: launch failure\nINFO shutting down\n"
+                   "Traceback (most recent call last):\n"
+                   '  File "/srv/tinyrl/engine.py", line 40, in wait\nRuntimeError: launch failure\n')
+    assert v["root_cause"]["line_no"] == 1

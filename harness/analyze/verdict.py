@@ -23,7 +23,23 @@ def root_cause(findings: list[Finding], last_update_no: int | None) -> Finding |
             or (f.line_no > last_update_no and f.role == "cause")]
     failed = [f for f in live if f.outcome != "wrong_result"]
     # on one line, the most upstream stage first: a NaN reward makes the loss NaN, not the reverse
-    return min(failed or live, key=lambda f: (ROLE_ORDER[f.role], f.line_no, f.stage or 0), default=None)
+    root = min(failed or live, key=lambda f: (ROLE_ORDER[f.role], f.line_no, f.stage or 0), default=None)
+    return restated(root, failed) if root is not None else None
+
+
+def restated(root: Finding, failed: list[Finding]) -> Finding:
+    """The exception `root` only restates, when it does: a line that ends with the message of a
+    later exception with its traceback (`Training failed with error: CUDA error: …` logged by
+    whoever caught it, c10d's `socket.cpp` line before its DistNetworkError) is that error, and
+    the exception, with its call path, is the root."""
+    if root.exception:
+        return root
+    said = root.text.rstrip(" .")
+    for f in failed:
+        msg = f.text.split(": ", 1)[1].rstrip(" .") if f.exception and ": " in f.text else ""
+        if f.line_no > root.line_no and len(msg) >= 20 and said.endswith(msg) and said != f.text.rstrip(" ."):
+            return f
+    return root
 
 
 def lifecycle_stage(stage: int | None, top: int, floor: int = 0) -> int:
