@@ -16,6 +16,7 @@ it again by id (`find`); follow `handle.log_path` with `follow.py`:
     wrapper.log  the supervisor's own errors
     pid pgid started boot_id exit_code ended log_name    one value each, written atomically
     sup          the supervisor's pid
+    queued       while a scheduler holds the job back: its state and why (jobsup.py)
 
 Every process of a run carries HARNESS_RUN_ID=<id> in its environment, so processes that left
 its process group (setsid, daemonising Ray workers) are still found, measured and stopped.
