@@ -72,7 +72,7 @@ SILENT_CATEGORY = "timeout"  # its category when its last lines belong to no err
 # idle there has ranks waiting in one for a rank that died or diverged, silent until NCCL's or
 # HCCL's watchdog fires (10-30 min; torch ProcessGroupNCCL's timeout, HCCL_EXEC_TIMEOUT); task
 # dispatch, trajectories and rewards wait on requests, tasks and agents: a wait with no timeout.
-COLLECTIVE_STAGES = frozenset({1, 2, 6, 7})
+COLLECTIVE_STAGES = frozenset(STAGE_NO[s] for s in ("engine_start", "completion", "training_data", "actor_update"))
 
 
 def silent_category(stage: int) -> str:
