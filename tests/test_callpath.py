@@ -177,3 +177,37 @@ def test_the_optimizer_s_step_is_the_update_building_it_is_set_up(pb):
              '  File "/srv/tinyrl/setup.py", line 12, in build_optimizer',
              "ValueError: optimizer got an empty parameter list"]
     assert stage_of(pb, build)[0] == 1
+
+
+def test_pushing_a_parameter_to_the_rollout_server_is_the_weight_sync(pb):
+    """A trainer that pushes each parameter to its vLLM server (TRL's client method, ms-swift's
+    copy) is syncing weights (completion), though `update` alone would read as the actor's update;
+    the optimizer updating the same parameters is still the update."""
+    push = ["Traceback (most recent call last):",
+            '  File "/srv/tinyrl/loop.py", line 210, in _move_model_to_vllm',
+            "    self.client.update_named_param(name, p.data)",
+            '  File "/srv/tinyrl/client.py", line 88, in update_named_param',
+            "    self.comm.group.barrier()",
+            "torch.distributed.DistStoreError: wait timeout after 300000ms, keys: /bcast/0/12"]
+    assert stage_of(pb, push)[0] == 2
+    step = ["Traceback (most recent call last):",
+            '  File "/srv/tinyrl/loop.py", line 90, in update',
+            "    self.opt.step()",
+            "RuntimeError: expected scalar type Float but found Half"]
+    assert stage_of(pb, step)[0] == 7
+
+
+def test_an_error_type_wrapping_a_collective_timeout_is_a_hang(pb):
+    """torch raises DistBackendError when its watchdog times a collective out: the line names an
+    error type and a wait that timed out; the run hung. The same error type for a failed CUDA call
+    is a crash."""
+    def outcome(line):
+        a = Analyzer(pb)
+        a.feed((line + "\n").encode())
+        a.finish()
+        return a.verdict()["outcome"]
+    assert outcome("[rank2]: logging.cc:118: Unhandled exception: N3c1016DistBackendErrorE. what(): [Rank 2] "
+                   "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=BROADCAST, NumelIn=4, "
+                   "NumelOut=4, Timeout(ms)=600000) ran for 600417 milliseconds before timing out.") == "hang"
+    assert outcome("torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+                   "NCCLUtils.hpp:317, unhandled cuda error, NCCL version 2.21.5") == "crash"

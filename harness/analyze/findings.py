@@ -56,8 +56,11 @@ def _matches(pb: Playbook, text: str) -> list[Signature]:
     return pb.match.matches("signature", text)
 
 
-def _make(pb: Playbook, line_no: int, text: str, sig: Signature | None, exc: str, procs: set[str],
-          count: int) -> Finding:
+def _make(pb: Playbook, line_no: int, text: str, sigs: list[Signature], sig: Signature | None, exc: str,
+          procs: set[str], count: int) -> Finding:
+    """A finding of the line `text` that the signatures `sigs` match, `sig` the most telling: its
+    outcome is a hang when any of them says the line reports a wait that timed out (torch's
+    `DistBackendError: … Watchdog caught collective operation timeout` is an error type wrapping a hang)."""
     category = (sig and sig.category) or fallback_category(pb, exc, text)
     if sig is not None and sig.role == "wrapper" and exc:  # a wrapper says little; what it wraps says more
         inner = fallback_category(pb, exc, "")
@@ -65,14 +68,15 @@ def _make(pb: Playbook, line_no: int, text: str, sig: Signature | None, exc: str
     return Finding(
         key=f"{category}|{canonical(text)}", line_no=line_no, text=text, category=category,
         cls=sig.cls if sig else "code", hint=sig.hint if sig else "", role=sig.role if sig else "cause",
-        outcome=sig.outcome if sig else "crash", signature=sig.id if sig else None, exception=exc,
+        outcome="hang" if any(s.outcome == "hang" for s in sigs) else sig.outcome if sig else "crash",
+        signature=sig.id if sig else None, exception=exc,
         stage=STAGE_NO[sig.stage] if sig and sig.stage else None,
         fix=sig.fix.model_dump(exclude_defaults=True) if sig and sig.fix else None, procs=procs, count=count,
         origin=pb.origins.get(sig.id, "") if sig else "")
 
 
 def finding_from_line(line: Line, sigs: list[Signature], pb: Playbook, context: list[str]) -> Finding:
-    f = _make(pb, line.no, line.text, _best(sigs), "", {line.proc}, line.repeat)
+    f = _make(pb, line.no, line.text, sigs, _best(sigs), "", {line.proc}, line.repeat)
     if f.stage is None:
         _place(f, pb, [], [line.actor] if line.actor else [], "", line.text)
     f.lines, f.context = [line.text], context
@@ -130,7 +134,8 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     else:
         line, sig = zone[0][0], _best(zone[0][1])
     exc = (seg.inner_type or seg.exc_type) if seg else ""
-    f = _make(pb, line.no, line.text, sig, exc, {blk.proc}, max((ln.repeat for ln in blk.lines), default=1))
+    f = _make(pb, line.no, line.text, next(sg for ln, sg in zone if ln is line), sig, exc, {blk.proc},
+              max((ln.repeat for ln in blk.lines), default=1))
     if f.stage is None:  # the root's own traceback, the Ray methods, other frames, the process: for
         actors = list(dict.fromkeys(ln.actor for ln in blk.lines if ln.actor))
         _place(f, pb, [with_calls(pb, seg.frames, seg.code) if seg else [], blk.methods,
