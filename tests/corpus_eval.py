@@ -5,6 +5,9 @@ realworld3 and the cases collected for this repository in tests/corpus/realworld
     python tests/corpus_eval.py --lofo     # leave-one-framework-out: each framework's cases scored
                                            # with every playbook entry whose only evidence is that
                                            # framework's own corpus cases taken out
+    python tests/corpus_eval.py --as MODE  # every log as it reads collected another way (MODES:
+                                           # its lines de-indented, or headed by docker -t, kubectl's
+                                           # runtime, srun --label, pdsh, docker compose, mpirun)
 
 Scoring, per case (no file is special-cased anywhere):
 - failed_stage: equal to the label (null equals null);
@@ -57,6 +60,29 @@ def _bare(line: str) -> str:
     from harness.analyze.lines import make_line
     from harness.playbook import load_playbook
     return _norm(make_line(0, line, load_playbook(None).prefixes).text)
+
+
+# how a log reads when collected another way: each line (with its number) as that tool prints it
+MODES = {
+    "dedent": lambda i, ln: ln.lstrip(),  # a paste that lost its indentation
+    "docker-t": lambda i, ln: f"2026-12-04T10:{i // 60 % 60:02d}:{i % 60:02d}.{i * 7919 % 10**9:09d}Z {ln}",
+    "cri": lambda i, ln: f"2026-12-04T10:00:{i % 60:02d}.123456789+00:00 {'stderr' if i % 3 else 'stdout'} F {ln}",
+    "srun-label": lambda i, ln: f"{i % 16:>2}: {ln}",
+    "pdsh": lambda i, ln: f"gpu-node-07: {ln}",
+    "compose": lambda i, ln: f"trainer-1  | {ln}",
+    "mpirun": lambda i, ln: f"[1,{i % 8}]<stdout>:{ln}",
+}
+
+
+def collected(rows: list[dict], mode: str, dest: Path) -> list[dict]:
+    """The cases with their logs rewritten in `dest` as `mode` collects them."""
+    out = []
+    for c in rows:
+        lines = c["path"].read_text(errors="replace").split("\n")
+        p = dest / f"{c['corpus']}-{c['path'].name}"
+        p.write_text("\n".join(MODES[mode](i, ln) for i, ln in enumerate(lines)))
+        out.append(c | {"path": p})
+    return out
 
 
 def score(case: dict, verdict: dict) -> dict:
@@ -183,6 +209,16 @@ if __name__ == "__main__":
         total = sum(n for n, _ in all_rows)
         print(f"{'all':>14}  {total:3} cases               " +
               _pct({k: sum(n * s[k] for n, s in all_rows) / total for k in KEYS}))
+        sys.exit(0)
+    if "--as" in sys.argv:
+        mode = sys.argv[sys.argv.index("--as") + 1]
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = evaluate(collected(cases(), mode, Path(tmp)))
+        for name in CORPORA:
+            mine = [r for r in rows if r[0]["corpus"] == name]
+            if mine:
+                print(f"{name:>11}  {len(mine):3} cases  {_pct(shares(mine))}")
+        print(f"{'all':>11}  {len(rows):3} cases  {_pct(shares(rows))}")
         sys.exit(0)
     rows = evaluate()
     for case, v, s in rows:

@@ -19,8 +19,9 @@ from ..chain import STAGES
 from ..playbook import Playbook
 from .blocks import Block, BlockAssembler
 from .findings import Finding, finding_from_block, finding_from_line, metric_finding
+from .framing import SAMPLE_LINES, learn
 from .gate import Gate, build_gate
-from .lines import Line, as_shown, canonical, decode, make_line, shown
+from .lines import Line, as_shown, canonical, clean, decode, make_line, peel, shown
 from .metrics import HISTORY, parse_metrics, violates
 from .verdict import build_verdict
 
@@ -32,6 +33,7 @@ LAST = len(STAGES)
 _GATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # playbook -> {live marker ids: Gate}
 STALE_BLOCK_LINES = 64  # an open block with no continuation for this many lines is closed
 CONTEXT_LINES = 8
+CHUNK_SAMPLE = 1 << 20  # bytes of a log's start its framing is learned from, at most
 TAIL_LINES = 20
 MAX_WARNINGS = 50
 KNOWN_TEXT, KNOWN_MAX = 400, 4096  # texts whose facts are kept (short ones), how many (~2 MB)
@@ -55,6 +57,8 @@ class Analyzer:
         self.blocks = BlockAssembler()
         self.line_no = 0
         self.pending = b""
+        self.framing = None  # the head every line of this log carries (framing.py)
+        self._sample: bytes | None = b""  # the first lines it is learned from (None: learned)
         self.reached: dict[int, tuple[int, str]] = {}  # stage no -> (line no, evidence)
         self.entered: dict[int, int] = {}  # stage no -> line of its latest `during` marker
         self.last_update: int | None = None  # line of the latest actor-update marker
@@ -108,6 +112,8 @@ class Analyzer:
             data = data.encode("utf-8", "surrogatepass")
         if ts is not None:
             self.last_ts = ts
+        if self._sample is not None:
+            self._learn(data)
         buf = self.pending + data
         cut = buf.rfind(b"\n") + 1
         self.pending = buf[cut:]
@@ -117,6 +123,18 @@ class Analyzer:
             self._region(buf[:cut])
         out, self._events = self._events, []
         return out
+
+    def _learn(self, data: bytes) -> None:
+        """Learn the log's framing from its first SAMPLE_LINES lines, before they are read: a file
+        read in large chunks decides on all of them at once; a log followed live decides on what
+        has come so far (a line still being written too) and again as more comes, until the
+        sample is full."""
+        self._sample += data
+        lines = self._sample.split(b"\n", SAMPLE_LINES)
+        self.framing = learn([clean(decode(x)) for x in lines[:SAMPLE_LINES]],
+                             lambda t: len(peel(t, self.pb.prefixes)[2]))
+        if len(lines) > SAMPLE_LINES or len(self._sample) > CHUNK_SAMPLE:
+            self._sample = None
 
     def finish(self) -> list[Event]:
         """The log ended: analyse a last partial line and close open tracebacks."""
@@ -150,7 +168,7 @@ class Analyzer:
                         break
             nl = region.find(b"\n", pos)
             self.line_no += 1
-            self._line(make_line(self.line_no, decode(region[pos:nl]), self.pb.prefixes))
+            self._line(make_line(self.line_no, decode(region[pos:nl]), self.pb.prefixes, self.framing))
             pos = nl + 1
 
     def _remember(self, region: bytes, start: int, n: int) -> None:

@@ -30,6 +30,7 @@ LOOSE_EXC = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Except
 # `ray::agent_loop_worker_0:AgentLoopWorker.__init__()`: kept as `Class.method()`.
 SIGNATURE_LINE = re.compile(r"(?P<type>)(?P<inner>)")  # any line a signature matched: its exception type is unknown
 RAY_METHOD = re.compile(r"ray::(?:[\w.<>-]+:)?((?:[\w<>]+\.)?\w+\(\))")
+CARETS = re.compile(r"^\s*[~^]+[~^ ]*$")  # Python 3.11's markers under a frame's source line
 MAX_BLOCK_LINES = 400
 
 
@@ -52,6 +53,7 @@ class Block:
     methods: list[str] = field(default_factory=list)  # `Class.method()` of ray::… seen, in order
     state: str = "frames"  # frames (inside a traceback) | after_exc (an exception line was seen)
     context: list[str] = field(default_factory=list)  # lines just before the block
+    code_nos: set[int] = field(default_factory=set)  # numbers of the lines that are frames' source lines
     innermost_first: bool = False  # faulthandler prints the innermost frame first
 
     @property
@@ -93,11 +95,14 @@ class BlockAssembler:
         if len(blk.lines) >= MAX_BLOCK_LINES:
             return [self.open.pop(line.proc)], False
         if blk.state == "frames":
+            if self._source_line(blk, text):  # a frame's statement, however the paste indented it
+                self._add(blk, line, code=True)
+                return [], True
             if (text[:1] in (" ", "\t") and blk.lines and not FRAME.match(blk.lines[-1].text)
                     and (m := LOOSE_EXC.match(text.lstrip()))):  # indented, after a source line: a log pasted
                 self._exception(blk, line, m)                     # or re-indented (a frame's code is never `XError: …`)
                 return [], True
-            if text.startswith((" ", "\t")) or not text or TB_START.match(text):
+            if text.startswith((" ", "\t")) or not text or TB_START.match(text) or CARETS.match(text) or FRAME.match(text):
                 self._add(blk, line)
                 return [], True
             m = is_exception_line(text)
@@ -129,7 +134,19 @@ class BlockAssembler:
             return [], True
         return [self.open.pop(line.proc)], False
 
-    def _add(self, blk: Block, line: Line) -> None:
+    @staticmethod
+    def _source_line(blk: Block, text: str) -> bool:
+        """Whether `text`, at column 0, is the source line Python printed under the frame just
+        before it: a traceback pasted without its indentation (an issue's text, a logger that
+        strips lines) keeps its shape — a frame, its statement, the carets, the exception. Not a
+        line that reads as an exception, nor after a faulthandler frame (it prints no source)."""
+        if (not text or text[:1] in (" ", "\t") or blk.innermost_first or not blk.lines
+                or not FRAME.match(blk.lines[-1].text) or FRAME.match(text) or TB_START.match(text)):
+            return False
+        m = is_exception_line(text)
+        return not (LOOSE_EXC.match(text) or (m and _looks_like_type(m.group("type"))))
+
+    def _add(self, blk: Block, line: Line, code: bool = False) -> None:
         blk.lines.append(line)
         if TB_START.match(line.text):
             blk.innermost_first = "call first" in line.text
@@ -140,11 +157,12 @@ class BlockAssembler:
                 frames.insert(0, line.text.strip())
             else:
                 frames.append(line.text.strip())
-        elif (blk.state == "frames" and not blk.innermost_first and len(blk.lines) > 1
-              and FRAME.match(blk.lines[-2].text) and line.text[:1] in (" ", "\t")):
+        elif code or (blk.state == "frames" and not blk.innermost_first and len(blk.lines) > 1
+                      and FRAME.match(blk.lines[-2].text) and line.text[:1] in (" ", "\t")):
             seg = blk.current  # the statement the frame was running (faulthandler prints none)
             if seg.frames:
                 seg.code[len(seg.frames) - 1] = line.text.strip()
+                blk.code_nos.add(line.no)
         for meth in RAY_METHOD.findall(line.text):
             blk.methods.append(meth)
 

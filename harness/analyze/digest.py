@@ -83,9 +83,9 @@ def build_digest(verdict: dict, an, max_tokens: int = 4000) -> str:
 
 
 def _no_noise(an, lines: list[str]) -> list[str]:
-    from .lines import peel
+    from .lines import make_line
 
-    return [x for x in lines if an.pb.match.first("noise", peel(x, an.pb.prefixes)[0]) is None]
+    return [x for x in lines if an.pb.match.first("noise", make_line(0, x, an.pb.prefixes, an.framing).text) is None]
 
 
 def _root_finding(an, rc):

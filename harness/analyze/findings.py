@@ -107,7 +107,7 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     for i, seg in enumerate(segs):
         nxt = segs[i + 1].exc_no if i + 1 < len(segs) else None
         zone = [(ln, sg) for ln, sg in per_line if ln.no >= seg.exc_no and (nxt is None or ln.no < nxt)
-                and not FRAME.match(ln.text) and not ln.text.startswith("    ")]
+                and not FRAME.match(ln.text) and not ln.text.startswith("    ") and ln.no not in blk.code_nos]
         zones.append((seg, zone))
     if not zones:
         sig_lines = [(ln, sg) for ln, sg in per_line if sg]

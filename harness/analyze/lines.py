@@ -99,14 +99,19 @@ def as_shown(line: "Line") -> str:
     return text if line.repeat == 1 else f"{text} [repeated {line.repeat}x across cluster]"
 
 
-def make_line(no: int, raw: str, prefixes: list[re.Pattern]) -> Line:
+def make_line(no: int, raw: str, prefixes: list[re.Pattern], framing: re.Pattern | None = None) -> Line:
+    """A cleaned line with its framing (see framing.py), once, then its prefixes peeled."""
     text = clean(raw)
     repeat = 1
     if "[repeated" in text:
         m = _REPEAT.search(text)
         if m:
             repeat, text = int(m.group(1)), text[: m.start()]
+    frame = ""
+    if framing is not None and (m := framing.match(text)):
+        frame, text = text[: m.end()], text[m.end():]
     body, f, prefix = peel(text, prefixes)
+    prefix = frame + prefix
     rank = f.get("rank", "")
     if f.get("pid"):
         proc = f"{f.get('ip', '')}:{f['pid']}"

@@ -1,0 +1,104 @@
+"""A log's framing: a head that whatever collected the log put on every line — `docker logs -t`'s
+and `kubectl logs --timestamps`' RFC 3339 time, the container runtime's `… stdout F `, `srun
+--label`'s task number, pdsh's and clush's `host: `, `docker compose logs`' `trainer-1  | `,
+`mpirun --tag-output`'s `[1,0]<stdout>:`. The process's own line follows it; a traceback under a
+framing is still a traceback. No list of such tools is kept: the framing is learned from the log,
+as the head every line shares in shape (digits as digits, words as words), and peeled once from
+each line before the playbook's prefixes (Ray's, ranks', loggers') are.
+
+Pure functions; the analyzer decides once, on the first lines of a log.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from .blocks import FRAME, LOOSE_EXC, TB_START
+
+SAMPLE_LINES = 32  # the lines a log's framing is learned from
+MIN_LINES = 2  # one line says nothing about a shape lines share
+SHARE = 0.9  # of the sample's non-empty lines that must carry it (a wrapper's banner may not)
+MAX_TOKENS = 40
+_TOKEN = re.compile(r"\d+|[A-Za-z]+|[ \t]+|.")
+_ENDS = frozenset(" \t:|]>")  # a framing ends where the line it frames begins
+# a logger's level is the line's own (warnings are read from it): a framing ends before it
+_LEVELS = frozenset("TRACE DEBUG INFO WARN WARNING ERROR CRITICAL FATAL".split())
+
+
+def _shape(text: str) -> tuple[list[str], list[int]]:
+    """The shapes of a line's first tokens, and where each ends."""
+    out, ends = [], []
+    for m in _TOKEN.finditer(text[:200], len(text) - len(text.lstrip(" \t"))):  # a padded label: `srun -l`'s ` 3: `
+        t = m.group()
+        out.append("9" if t[0].isdigit() else (t.upper() if t.upper() in _LEVELS else "a") if t[0].isalpha()
+                   else " " if t[0] in " \t" else t)
+        ends.append(m.end())
+        if len(out) >= MAX_TOKENS:
+            break
+    return out, ends
+
+
+def learn(texts: list[str], known) -> re.Pattern | None:
+    """The framing of a log from its first lines (`texts`, cleaned), or None. `known(text)` says
+    how many leading characters the playbook's own prefixes peel from a line: a head they peel
+    (a Ray prefix on every line of one actor's log, a logger's head) is theirs, not a framing."""
+    lines = [t for t in texts if t.strip()]
+    if len(lines) < MIN_LINES:
+        return None
+    tokens = [_shape(t) for t in lines]
+    shapes = [sh + [" "] for sh, _ in tokens]  # a framed empty line ends where its blank would be
+    need = max(MIN_LINES, int(SHARE * len(lines) + 0.999))
+    best = 0
+    for k in range(1, MAX_TOKENS + 1):
+        heads = Counter(tuple(s[:k]) for s in shapes if len(s) >= k)
+        if not heads:
+            break
+        head, n = heads.most_common(1)[0]
+        if n < need or head[-1] in _LEVELS:  # a framing ends before a logger's level
+            break
+        if head[-1][0] in _ENDS and any(t in ("9", "a") for t in head):
+            best = k
+            if sum(known(t[ends[k - 1]:].lstrip(" \t")) > 0 for t, (_, ends) in zip(lines, tokens)
+                   if len(ends) >= k) * 2 >= n:  # the playbook's prefixes (Ray's, a rank's, a logger's) begin
+                blank = Counter(s[k] for s in shapes if len(s) > k and tuple(s[:k]) == head)  # here: the
+                best += blank[" "] >= need  # process's own line does (after the blank that separates them)
+                break
+    if not best:
+        return None
+    head = list(Counter(tuple(s[:best]) for s in shapes if len(s) >= best).most_common(1)[0][0])
+    rx = _regex(head, lines)
+    carried = [(t, m.end()) for t in lines if (m := rx.match(t))]
+    if (len(carried) < need or sum(end < len(t) for t, end in carried) * 2 < len(carried)  # lines follow it
+            or sum(known(t) >= end for t, end in carried) * 2 >= len(carried)):
+        return None
+    # A framing hides how lines begin; peeled, more of them begin as a log's lines do (a traceback,
+    # a frame, an exception, a prefix the playbook knows). A head that is the lines' own — `step:3 - `
+    # on metric lines, `RuntimeError: ` repeated by ranks — hides nothing.
+    if sum(_begins(t[end:], known) for t, end in carried) <= sum(_begins(t, known) for t, _ in carried):
+        return None
+    return rx
+
+
+def _begins(text: str, known) -> bool:
+    return bool(TB_START.match(text) or FRAME.match(text) or LOOSE_EXC.match(text) or known(text) > 0)
+
+
+def _regex(head: list[str], lines: list[str]) -> re.Pattern:
+    """The framing's pattern: digits and words as runs, spaces inside it as runs, its last
+    space as the fewest any line has there (what follows is the line's own indentation)."""
+    parts = [r"[ \t]*"]
+    for i, t in enumerate(head):
+        if t == "9":
+            parts.append(r"\d+")
+        elif t == "a":
+            parts.append("[A-Za-z]+")
+        elif t == " ":
+            parts.append(r"[ \t]+" if i < len(head) - 1 else None)
+        else:
+            parts.append(re.escape(t))
+    if parts[-1] is None:  # the separating blank: as wide as its narrowest occurrence
+        stem = re.compile("".join(parts[:-1]))
+        widths = [len(t[m.end():]) - len(t[m.end():].lstrip(" \t")) for t in lines if (m := stem.match(t))]
+        parts[-1] = r"(?:[ \t]{%d}|$)" % max(1, min(widths, default=1))  # an empty line framed: no blank
+    return re.compile("".join(parts))

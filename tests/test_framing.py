@@ -1,0 +1,140 @@
+"""A log collected through something that heads every line (docker -t, a container runtime, srun
+--label, pdsh, docker compose, mpirun --tag-output) reads as the same log without that head; heads
+that are the lines' own (metric lines, a rank's repeated error, Ray's prefix) are left alone. Logs
+written for the test, with the shipped playbook."""
+
+import re
+
+import pytest
+
+from harness.analyze import Analyzer
+from harness.analyze.framing import learn
+from harness.analyze.lines import peel
+from harness.playbook import load_playbook
+
+pytestmark = pytest.mark.xdist_group("test_framing")
+
+RUN = """\
+(TaskRunner pid=311) Training from scratch
+(TaskRunner pid=311) step:1 - actor/pg_loss:0.12 - actor/grad_norm:0.41 - critic/score/mean:0.2
+(TaskRunner pid=311) step:2 - actor/pg_loss:0.10 - actor/grad_norm:0.38 - critic/score/mean:0.3
+Error executing job with overrides: []
+Traceback (most recent call last):
+  File "/srv/tinyrl/main.py", line 40, in main
+    run(cfg)
+  File "/srv/tinyrl/trainer.py", line 88, in run
+    old = self.actor_group.compute_log_prob(batch)
+  File "/srv/tinyrl/worker.py", line 120, in compute_log_prob
+    logits = self.model(ids)
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.10 GiB
+"""
+
+HEADS = {
+    "docker -t": lambda i: f"2026-12-04T10:00:{i % 60:02d}.{i * 7919 % 1000000:06d}123Z ",
+    "kubectl / CRI": lambda i: f"2026-12-04T10:00:{i % 60:02d}.123456789+00:00 {'stderr' if i % 3 else 'stdout'} F ",
+    "srun --label": lambda i: f"{i % 12:>2}: ",
+    "pdsh": lambda i: "gpu-node-07: ",
+    "docker compose": lambda i: "trainer-1  | ",
+    "mpirun --tag-output": lambda i: f"[1,{i % 8}]<stdout>:",
+}
+
+
+@pytest.fixture(scope="module")
+def pb():
+    return load_playbook(None)
+
+
+def verdict(pb, text: str, lines: int | None = None) -> dict:
+    """The verdict on `text` read whole, or `lines` at a time as a followed log comes in (each
+    piece cut in the middle of its last line)."""
+    a = Analyzer(pb)
+    if lines is None:
+        a.feed(text.encode())
+    else:
+        rows = text.splitlines(keepends=True)
+        data = [("".join(rows[i:i + lines])).encode() for i in range(0, len(rows), lines)]
+        carry = b""
+        for piece in data:
+            piece = carry + piece
+            cut = len(piece) - 5
+            a.feed(piece[:cut])
+            carry = piece[cut:]
+        a.feed(carry)
+    a.finish()
+    return a.verdict()
+
+
+def framed(head, text: str) -> str:
+    return "".join(head(i) + ln for i, ln in enumerate(text.splitlines(keepends=True)))
+
+
+def essence(v: dict) -> tuple:
+    rc = v["root_cause"] or {}
+    return v["outcome"], v["last_stage_passed"], v["failed_stage"], rc.get("category"), rc.get("text")
+
+
+@pytest.mark.parametrize("tool", sorted(HEADS))
+def test_a_log_under_a_collector_s_head_reads_as_the_log_itself(pb, tool):
+    plain = essence(verdict(pb, RUN))
+    assert plain[2] == 6 and plain[3] == "oom"  # the log itself: a log-prob OOM
+    assert essence(verdict(pb, framed(HEADS[tool], RUN))) == plain
+
+
+def test_the_head_is_learned_as_a_followed_log_comes_in_pieces(pb):
+    """A followed log learns its framing from what has come so far: from the second whole line
+    on. (A first piece of one line is read before any framing can be known.)"""
+    plain = essence(verdict(pb, RUN))
+    for tool in HEADS:
+        assert essence(verdict(pb, framed(HEADS[tool], RUN), lines=3)) == plain, tool
+
+
+def test_the_line_keeps_its_own_indentation_under_the_head(pb):
+    a = Analyzer(pb)
+    a.feed(framed(HEADS["docker -t"], RUN).encode())
+    a.finish()
+    f = next(iter(a.findings.values()))
+    assert any(ln.startswith('  File "/srv/tinyrl/worker.py"') for ln in f.lines)
+
+
+def test_heads_that_are_the_lines_own_are_not_a_framing(pb):
+    def learned(lines):
+        return learn(lines, lambda t: len(peel(t, pb.prefixes)[2]))
+    metrics = [f"step:{i} - actor/pg_loss:0.1 - actor/grad_norm:0.3" for i in range(1, 30)]
+    assert learned(metrics) is None
+    ranks = ["RuntimeError: NCCL communicator was aborted on rank 3."] * 8
+    assert learned(ranks) is None
+    one_actor = [f"(WorkerDict pid=4242) step {i} done" for i in range(20)] + \
+                ['(WorkerDict pid=4242)   File "/srv/w.py", line 3, in f']
+    assert learned(one_actor) is None  # Ray's prefix is the playbook's: its actor name is kept
+    levels = [f"2026-12-04 10:00:{i:02d} {'INFO' if i % 4 else 'WARNING'} worker ready {i}" for i in range(20)]
+    rx = learned(levels)
+    assert rx is None or not re.search(r"INFO|WARNING", rx.pattern, re.I)  # a logger's level is the line's own
+
+
+def test_a_framing_with_a_ray_prefix_under_it_peels_both(pb):
+    text = framed(HEADS["pdsh"], RUN)
+    a = Analyzer(pb)
+    a.feed(text.encode())
+    a.finish()
+    assert a.framing is not None and a.framing.match("gpu-node-07: ")
+    v = a.verdict()
+    assert v["last_stage_passed"] >= 1 and v["root_cause"]["text"].startswith("torch.OutOfMemoryError")
+
+
+def test_a_traceback_pasted_without_its_indentation_keeps_its_shape(pb):
+    """Frames, their statements and Python's carets at column 0 (an issue's paste, a logger
+    that strips lines) are still a traceback: the same root, the same call path, the same stage."""
+    tb = RUN.replace("    logits = self.model(ids)\n", "    logits = self.model(ids)\n             ^^^^^^^^^^^^^^^\n")
+    plain = essence(verdict(pb, tb))
+    flat = "".join(ln.lstrip() if ln.strip() else ln for ln in tb.splitlines(keepends=True))
+    assert essence(verdict(pb, flat)) == plain
+    # a statement that raises, at column 0, is the frame's source line, not a second error
+    raising = ("Traceback (most recent call last):\n"
+               'File "/srv/tinyrl/net.py", line 9, in resolve\n'
+               "raise NameResolutionError(host, self, e) from e\n"
+               "urllib3.exceptions.NameResolutionError: Failed to resolve 'hub.example' ([Errno -3] "
+               "Temporary failure in name resolution)\n")
+    a = Analyzer(pb)
+    a.feed(raising.encode())
+    a.finish()
+    assert [f.text[:40] for f in a.findings.values()] == ["urllib3.exceptions.NameResolutionError: "]
