@@ -22,6 +22,7 @@ tests/test_corpus.py holds the floors.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -71,6 +72,8 @@ MODES = {
     "pdsh": lambda i, ln: f"gpu-node-07: {ln}",
     "compose": lambda i, ln: f"trainer-1  | {ln}",
     "mpirun": lambda i, ln: f"[1,{i % 8}]<stdout>:{ln}",
+    "docker-json": lambda i, ln: json.dumps({"log": ln + "\n", "stream": "stdout", "time": f"2026-12-04T10:00:{i % 60:02d}Z"})
+    .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"),  # Go's encoder escapes these
 }
 
 

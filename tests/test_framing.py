@@ -3,6 +3,7 @@
 that are the lines' own (metric lines, a rank's repeated error, Ray's prefix) are left alone. Logs
 written for the test, with the shipped playbook."""
 
+import json
 import re
 
 import pytest
@@ -116,7 +117,7 @@ def test_a_framing_with_a_ray_prefix_under_it_peels_both(pb):
     a = Analyzer(pb)
     a.feed(text.encode())
     a.finish()
-    assert a.framing is not None and a.framing.match("gpu-node-07: ")
+    assert a.framing is not None and a.framing.split("gpu-node-07: x") == ("gpu-node-07: ", "x")
     v = a.verdict()
     assert v["last_stage_passed"] >= 1 and v["root_cause"]["text"].startswith("torch.OutOfMemoryError")
 
@@ -138,3 +139,26 @@ def test_a_traceback_pasted_without_its_indentation_keeps_its_shape(pb):
     a.feed(raising.encode())
     a.finish()
     assert [f.text[:40] for f in a.findings.values()] == ["urllib3.exceptions.NameResolutionError: "]
+
+
+def docker_json(text: str) -> str:
+    """As docker's json-file driver stores a container's output: one JSON object per line, Go's
+    encoder escaping `<`, `>` and `&`."""
+    out = []
+    for i, ln in enumerate(text.splitlines(keepends=True)):
+        rec = json.dumps({"log": ln, "stream": "stderr" if "Error" in ln else "stdout",
+                          "time": f"2026-12-04T10:00:{i % 60:02d}.123456789Z"})
+        out.append(rec.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") + "\n")
+    return "".join(out)
+
+
+def test_a_container_s_json_log_file_reads_as_its_output(pb):
+    tb = RUN.replace("Tried to allocate", "<ray> Tried to allocate")  # escaped in the file
+    plain = essence(verdict(pb, tb))
+    assert essence(verdict(pb, docker_json(tb))) == plain
+    assert essence(verdict(pb, docker_json(tb), lines=3)) == plain
+    # JSON lines that are the run's own records (no text field) are read as they are
+    records = "".join(json.dumps({"step": i, "loss": 0.1}) + "\n" for i in range(5))
+    a = Analyzer(pb)
+    a.feed(records.encode())
+    assert a.framing is None

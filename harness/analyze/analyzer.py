@@ -19,7 +19,7 @@ from ..chain import STAGES
 from ..playbook import Playbook
 from .blocks import Block, BlockAssembler
 from .findings import Finding, finding_from_block, finding_from_line, metric_finding
-from .framing import SAMPLE_LINES, learn
+from .framing import MIN_LINES, SAMPLE_LINES, learn
 from .gate import Gate, build_gate
 from .lines import Line, as_shown, canonical, clean, decode, make_line, peel, shown
 from .metrics import HISTORY, parse_metrics, violates
@@ -92,8 +92,8 @@ class Analyzer:
         """The gate for what can still matter: the live markers, signatures, metric lines.
         Rebuilt when that set changes (a stage first reached, a step begun or ended); one
         gate per set, kept with the playbook."""
-        if not self.fast:
-            return None
+        if not self.fast or (self.framing is not None and not self.framing.literal):
+            return None  # an envelope escapes the literals the gate looks for
         src = self.pb.source
         live = tuple(m.id for name, spec in src.stages.items() for m in spec.markers
                      if self._live(STAGES.index(name) + 1, m))
@@ -131,8 +131,10 @@ class Analyzer:
         sample is full."""
         self._sample += data
         lines = self._sample.split(b"\n", SAMPLE_LINES)
-        self.framing = learn([clean(decode(x)) for x in lines[:SAMPLE_LINES]],
+        whole = lines[:-1] if len(lines) > MIN_LINES else lines  # a line being written, only while it is needed
+        self.framing = learn([clean(decode(x)) for x in whole[:SAMPLE_LINES]],
                              lambda t: len(peel(t, self.pb.prefixes)[2]))
+        self.gate = self._gate()
         if len(lines) > SAMPLE_LINES or len(self._sample) > CHUNK_SAMPLE:
             self._sample = None
 

@@ -1,16 +1,19 @@
 """A log's framing: a head that whatever collected the log put on every line — `docker logs -t`'s
 and `kubectl logs --timestamps`' RFC 3339 time, the container runtime's `… stdout F `, `srun
 --label`'s task number, pdsh's and clush's `host: `, `docker compose logs`' `trainer-1  | `,
-`mpirun --tag-output`'s `[1,0]<stdout>:`. The process's own line follows it; a traceback under a
-framing is still a traceback. No list of such tools is kept: the framing is learned from the log,
-as the head every line shares in shape (digits as digits, words as words), and peeled once from
-each line before the playbook's prefixes (Ray's, ranks', loggers') are.
+`mpirun --tag-output`'s `[1,0]<stdout>:` — or an envelope around it: docker's json-file driver
+writes `{"log": "…\\n", "stream": …, "time": …}` per line, log shippers a `message`. The process's
+own line is inside; a traceback under a framing is still a traceback. No list of such tools is
+kept: a head is learned from the log, as the head every line shares in shape (digits as digits,
+words as words), and peeled once from each line before the playbook's prefixes (Ray's, ranks',
+loggers') are; an envelope is a JSON object on every line with one text field.
 
 Pure functions; the analyzer decides once, on the first lines of a log.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 
@@ -39,16 +42,62 @@ def _shape(text: str) -> tuple[list[str], list[int]]:
     return out, ends
 
 
-def learn(texts: list[str], known) -> re.Pattern | None:
+class Head:
+    """A head on every line (its pattern)."""
+    literal = True  # the line's own bytes are in the raw log as they are (the gate can look for them)
+
+    def __init__(self, rx: re.Pattern):
+        self.rx = rx
+
+    def split(self, text: str) -> tuple[str, str] | None:
+        """(the framing, the line it frames), or None when this line does not carry it."""
+        m = self.rx.match(text)
+        return (text[: m.end()], text[m.end():]) if m else None
+
+
+class Envelope:
+    """A JSON object per line; the line is its text field `key`."""
+    literal = False  # quotes, backslashes and `<>&` are escaped inside the envelope
+    KEYS = ("log", "message", "msg")
+
+    def __init__(self, key: str):
+        self.key = key
+
+    def split(self, text: str) -> tuple[str, str] | None:
+        body = _field(text, self.key)
+        return None if body is None else ("", body.rstrip("\n"))
+
+
+def _field(text: str, key: str) -> str | None:
+    if not text.startswith("{"):
+        return None
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    val = obj.get(key) if isinstance(obj, dict) else None
+    return val if isinstance(val, str) and "\n" not in val.rstrip("\n") else None
+
+
+def learn(texts: list[str], known) -> Head | Envelope | None:
     """The framing of a log from its first lines (`texts`, cleaned), or None. `known(text)` says
     how many leading characters the playbook's own prefixes peel from a line: a head they peel
     (a Ray prefix on every line of one actor's log, a logger's head) is theirs, not a framing."""
     lines = [t for t in texts if t.strip()]
     if len(lines) < MIN_LINES:
         return None
+    need = max(MIN_LINES, int(SHARE * len(lines) + 0.999))
+    for key in Envelope.KEYS:
+        if sum(_field(t, key) is not None for t in lines) >= need:
+            return Envelope(key)
+    rx = _head(lines, known, need)
+    return Head(rx) if rx is not None else None
+
+
+def _head(lines: list[str], known, need: int) -> re.Pattern | None:
+    """The pattern of the head `need` of `lines` share, or None."""
     tokens = [_shape(t) for t in lines]
     shapes = [sh + [" "] for sh, _ in tokens]  # a framed empty line ends where its blank would be
-    need = max(MIN_LINES, int(SHARE * len(lines) + 0.999))
     best = 0
     for k in range(1, MAX_TOKENS + 1):
         heads = Counter(tuple(s[:k]) for s in shapes if len(s) >= k)

@@ -99,17 +99,20 @@ def as_shown(line: "Line") -> str:
     return text if line.repeat == 1 else f"{text} [repeated {line.repeat}x across cluster]"
 
 
-def make_line(no: int, raw: str, prefixes: list[re.Pattern], framing: re.Pattern | None = None) -> Line:
-    """A cleaned line with its framing (see framing.py), once, then its prefixes peeled."""
+def make_line(no: int, raw: str, prefixes: list[re.Pattern], framing=None) -> Line:
+    """A cleaned line with its framing (see framing.py: `split`) taken off, once, then its
+    prefixes peeled."""
     text = clean(raw)
+    frame = ""
+    if framing is not None and (got := framing.split(text)):
+        frame, text = got
+        if not framing.literal:  # what an envelope held is the line as written: colour and all
+            text = clean(text)
     repeat = 1
     if "[repeated" in text:
         m = _REPEAT.search(text)
         if m:
             repeat, text = int(m.group(1)), text[: m.start()]
-    frame = ""
-    if framing is not None and (m := framing.match(text)):
-        frame, text = text[: m.end()], text[m.end():]
     body, f, prefix = peel(text, prefixes)
     prefix = frame + prefix
     rank = f.get("rank", "")

@@ -87,7 +87,8 @@ def silence(an, quiet: float, stage: int) -> Finding:
     """The root cause of a run that went silent without an error: its last line, categorised by
     the error family its last lines belong to (a TCPStore wait is a collective hang), else by
     the stage it hangs in (`silent_category`)."""
-    peeled = [make_line(0, ln, an.pb.prefixes, an.framing).text for ln in an.tail]  # without Ray's and ranks' prefixes
+    peeled = [t for ln in an.tail if (t := make_line(0, ln, an.pb.prefixes, an.framing).text).strip()]  # without Ray's
+    # and ranks' prefixes, and without blank lines (a framing's empty record says nothing)
     tail = peeled[-3:]
     # A server's access-log line of a request it answered (uvicorn's `"GET /v1/models HTTP/1.1" 200 OK`,
     # as vLLM's and SGLang's OpenAI servers print it) says the server is fine: the waiting is in what
