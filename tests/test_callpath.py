@@ -80,7 +80,7 @@ def test_set_up_is_read_on_the_failing_call_s_own_path_not_in_its_callers():
     """The driver built the actor and called its method in one statement; the method failed in
     code whose names say nothing: not a start-up failure (the engine had started), but the stage
     after the last one passed."""
-    engine = "INFO 06-04 22:25:57 [core.py:210] init engine (profile, create kv cache, warmup model) took 12.3 seconds"
+    engine = "INFO 06-04 22:25:57 [api_server.py:1090] Starting vLLM API server on http://127.0.0.1:8000"
     log = [engine, "Traceback (most recent call last):",
            '  File "/srv/tinyrl/main.py", line 91, in main',
            "    ray.get(Runner.remote().run.remote(cfg))",
@@ -96,7 +96,7 @@ def test_an_object_built_in_a_caller_s_line_is_not_where_the_failure_is():
     """`Trainer(cfg).serve()` above the frames of `serve`: the object was built and its method
     failed later; the source line of the innermost frame (and of one above relay frames) says
     what was being called, a caller's line does not."""
-    engine = "INFO 06-04 22:25:57 [core.py:210] init engine (profile, create kv cache, warmup model) took 12.3 seconds"
+    engine = "INFO 06-04 22:25:57 [api_server.py:1090] Starting vLLM API server on http://127.0.0.1:8000"
     log = [engine, "Traceback (most recent call last):",
            '  File "/srv/tinyrl/cli.py", line 12, in main',
            "    return Trainer(cfg).serve()",
@@ -148,7 +148,7 @@ def test_a_training_loop_s_guess_is_bounded_by_the_stages_already_passed():
     """The loop's guess (training_data) is the weakest reading: once the log says the training
     batch was built, a failure in the loop's own code is past it, in the update."""
     batch = "training batch: 16 samples from 16 trajectories, advantages mean 0.00 std 0.98"
-    log = ["INFO 06-04 22:25:57 [core.py:210] init engine (profile, create kv cache, warmup model) took 12.3 seconds",
+    log = ["INFO 06-04 22:25:57 [api_server.py:1090] Starting vLLM API server on http://127.0.0.1:8000",
            'INFO:     127.0.0.1:51234 - "POST /v1/completions HTTP/1.1" 200 OK',
            "agent worker started: 4 parallel agent(s), 16 episode(s) against http://127.0.0.1:8000",
            "Number of Trajectories 16/16 completed",

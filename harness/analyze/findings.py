@@ -125,12 +125,20 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
             return ROLE_ORDER["wrapper"]
         return ROLE_ORDER[best.role] if best else 0
 
-    seg, zone = min(zones, key=zone_rank)  # min keeps the earliest among equals
+    ranks = [zone_rank(z) for z in zones]
+    # the earliest of the most telling zones; when all wrap (a RayTaskError(ActorDiedError) whose
+    # actor died without a word of its own), the innermost says most: why the actor is gone
+    pick = ranks.index(min(ranks)) if min(ranks) < ROLE_ORDER["wrapper"] else len(zones) - 1
+    seg, zone = zones[pick]
     # The most telling line of the zone: its best cause (or consequence) signature, by priority;
-    # else the exception line itself.
-    telling = [(ln, s) for ln, s in ((ln, _best(sg)) for ln, sg in zone if sg) if s.role != "wrapper"]
+    # else, among wrappers, the one of highest priority (a dead actor's exit detail); else the
+    # exception line itself.
+    signed = [(ln, s) for ln, s in ((ln, _best(sg)) for ln, sg in zone if sg)]
+    telling = [(ln, s) for ln, s in signed if s.role != "wrapper"]
     if telling:
         line, sig = min(telling, key=lambda x: (ROLE_ORDER[x[1].role], -x[1].priority))
+    elif signed and pick == len(zones) - 1 and min(ranks) == ROLE_ORDER["wrapper"]:
+        line, sig = min(signed, key=lambda x: -x[1].priority)
     else:
         line, sig = zone[0][0], _best(zone[0][1])
     exc = (seg.inner_type or seg.exc_type) if seg else ""
