@@ -211,3 +211,28 @@ def test_an_error_type_wrapping_a_collective_timeout_is_a_hang(pb):
                    "NumelOut=4, Timeout(ms)=600000) ran for 600417 milliseconds before timing out.") == "hang"
     assert outcome("torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
                    "NCCLUtils.hpp:317, unhandled cuda error, NCCL version 2.21.5") == "crash"
+
+
+def test_a_traceback_cut_short_is_a_crash_where_its_frames_are(pb):
+    """A log that stops inside a traceback (the process killed while printing it, a log or a
+    paste cut): a crash where its frames were, its exception unknown. A faulthandler dump of a
+    live process (innermost first, no `Traceback` head) is no failure."""
+    cut = ["Traceback (most recent call last):",
+           '  File "/srv/tinyrl/main.py", line 40, in main',
+           "    run(cfg)",
+           '  File "/srv/tinyrl/trainer.py", line 88, in step',
+           "    scores = self.scorer.compute_score(batch)",
+           '  File "/srv/tinyrl/scoring.py", line 12, in compute_score']
+    a = Analyzer(pb)
+    a.feed(("\n".join(cut) + "\n").encode())
+    a.finish()
+    v = a.verdict()
+    assert (v["outcome"], v["failed_stage"]) == ("crash", 5), v["root_cause"]
+    assert v["root_cause"]["text"].startswith("Traceback (most recent call last): (cut short after")
+    dump = ["Thread 0x00007f3b (most recent call first):",
+            '  File "/srv/tinyrl/scoring.py", line 12 in compute_score',
+            '  File "/srv/tinyrl/main.py", line 40 in main']
+    a = Analyzer(pb)
+    a.feed(("\n".join(dump) + "\n").encode())
+    a.finish()
+    assert a.verdict()["root_cause"] is None

@@ -112,7 +112,7 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     if not zones:
         sig_lines = [(ln, sg) for ln, sg in per_line if sg]
         if not sig_lines:
-            return None
+            return _cut_short(blk, pb)
         zones = [(None, sig_lines)]
 
     def zone_rank(item):
@@ -161,6 +161,25 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
         f.text = f"{line.text} (at {seg.frames[-1].strip()})"  # a bare exception: say where it was raised
     f.lines, f.context = [ln.text for ln in blk.lines], blk.context
     f.wrapped = seg is not None and segs.index(seg) > 0 and zone_rank(zones[0]) > 0
+    return f
+
+
+def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
+    """A Python traceback that stops before its exception line (the process killed while it
+    printed, a log cut, a paste cut short): the process was failing where its frames say — a
+    crash there, its exception unknown. A stack dump (faulthandler's, innermost first) is a
+    look at a live process, not a failure; frames with no `Traceback` head may be a printed stack."""
+    head = next((ln for ln in blk.lines if "Traceback (most recent call last)" in ln.text), None)
+    frames = [fr for seg in blk.segments for fr in seg.frames]
+    if head is None or blk.innermost_first or not frames:
+        return None
+    text = f"{head.text} (cut short after {frames[-1]})"
+    f = Finding(key=f"cut|{canonical(text)}", line_no=head.no, text=text, category=frame_family(pb, frames),
+                procs={blk.proc}, lines=[ln.text for ln in blk.lines], context=blk.context)
+    seg = blk.segments[-1]
+    actors = list(dict.fromkeys(ln.actor for ln in blk.lines if ln.actor))
+    _place(f, pb, [with_calls(pb, seg.frames, seg.code), blk.methods,
+                   [e for sg in blk.segments for e in with_calls(pb, sg.frames, sg.code)]], actors, "", "")
     return f
 
 
