@@ -236,3 +236,28 @@ def test_a_traceback_cut_short_is_a_crash_where_its_frames_are(pb):
     a.feed(("\n".join(dump) + "\n").encode())
     a.finish()
     assert a.verdict()["root_cause"] is None
+
+
+def test_a_remote_task_that_died_without_a_traceback_is_placed_by_its_method(pb):
+    """The worker died (no traceback of its own): the method the RayTaskError names is the
+    innermost call known; the driver's frames above it only wait in ray.get."""
+    log = ["Traceback (most recent call last):",
+           '  File "/srv/tinyrl/trainer.py", line 300, in prepare_batch',
+           "    out = ray.get(refs)",
+           *RAY_GET,
+           "ray.exceptions.RayTaskError(WorkerCrashedError): ray::ScoreServer.score_batch() (pid=91, ip=10.0.0.3)"]
+    union = load_playbook(None)  # Ray's wrapper signatures
+    assert stage_of(union, log)[0] == 5
+    # with the worker's own exception line after it, that exception is the root: the same stage
+    assert stage_of(union, log + ["ray.exceptions.WorkerCrashedError: The worker died unexpectedly."])[0] == 5
+
+
+def test_where_errors_of_a_family_arise_says_more_than_a_process_name(pb):
+    """CUDA initialised lazily fails at the process's first CUDA call: its set-up, though the
+    process is a generation engine's."""
+    log = ["(LLMRayActor pid=5) Traceback (most recent call last):",
+           '(EngineWorker pid=5)   File "/srv/tinyrl/gpu.py", line 30, in ensure_device',
+           "(LLMRayActor pid=5) torch.cuda.DeferredCudaCallError: CUDA call failed lazily at initialization "
+           "with error: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED"]
+    union = load_playbook(None)
+    assert stage_of(union, log)[0] == 1

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from ..chain import STAGE_NO
 from ..playbook import MetricRule, Playbook, Signature
 from ..redact import redact
-from .blocks import FRAME, Block
+from .blocks import FRAME, RAY_METHOD, Block
 from .callpath import LOOP, confined_stage, path_level, path_stage, with_calls
 from .lines import Line, canonical
 
@@ -94,8 +94,8 @@ def _place(f: Finding, pb: Playbook, paths: list[list[str]], actors: list[str], 
     own = confined_stage(pb, actors)
     if own is not None and f.stage not in (None, own, STAGE_NO["engine_start"]):
         f.stage = own
-    if f.stage is None:
-        f.stage = family(pb, exc, text)[1]
+    if f.stage is None or f.by_context:  # where errors of its family arise says more than a process's name
+        f.stage = family(pb, exc, text)[1] or f.stage
 
 
 def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
@@ -146,7 +146,11 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
               max((ln.repeat for ln in blk.lines), default=1))
     if f.stage is None:  # the root's own traceback, the Ray methods, other frames, the process: for
         actors = list(dict.fromkeys(ln.actor for ln in blk.lines if ln.actor))
-        _place(f, pb, [with_calls(pb, seg.frames, seg.code) if seg else [], blk.methods,
+        # a remote task's failure with no traceback of its own (`RayTaskError(WorkerCrashedError):
+        # ray::RewardModel.get_rewards()`: the worker died): the method it names is the innermost
+        # call known; the frames above it are the caller's, waiting in ray.get
+        named = RAY_METHOD.findall(line.text) if sig is not None and sig.role == "wrapper" else []
+        _place(f, pb, [(with_calls(pb, seg.frames, seg.code) if seg else []) + named, blk.methods,
                        [e for s in blk.segments for e in with_calls(pb, s.frames, s.code)]], actors, exc, line.text)
     if f.category == "other" and sig is None:  # the rest of a message of several lines may say more
         f.category = next((c for ln, _ in zone if ln is not line
