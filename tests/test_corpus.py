@@ -2,7 +2,7 @@
 split. A drop below a floor is a regression; raise a floor when the analyzer improves. The
 development splits (realworld, realworld2) have the floors the analyzer was built to; realworld3
 and realworld4 (collected for this repository) were not tuned on, and their floors are what
-general rules reach on them. No file is special-cased anywhere (see tests/corpus_eval.py)."""
+general rules reach on them; realworld5 was held out (scored blind first, README). No file is special-cased anywhere (see tests/corpus_eval.py)."""
 
 import pytest
 
@@ -16,7 +16,8 @@ SHARED = bool(cases(["realworld", "realworld2", "realworld3"]))  # ../shared/cor
 FLOORS = {
     ("realworld", "realworld2"): {"stage": 0.90, "category": 0.90, "digest": 1.0, "chosen": 0.92},
     ("realworld3",): {"stage": 0.76, "category": 0.84, "digest": 0.92, "chosen": 0.84},
-    ("realworld4",): {"stage": 0.71, "category": 0.70, "digest": 0.96, "chosen": 0.90},
+    ("realworld4",): {"stage": 0.75, "category": 0.70, "digest": 0.96, "chosen": 0.92},
+    ("realworld5",): {"stage": 0.46, "category": 0.52, "digest": 0.96, "chosen": 0.60},
 }
 
 
@@ -26,7 +27,7 @@ def rows():
 
 
 def test_every_corpus_case_is_analysed(rows):
-    assert len(rows) >= (63 if SHARED else 0) + 40  # the shared corpora and the cases collected here
+    assert len(rows) >= (63 if SHARED else 0) + 80  # the shared corpora and the cases collected here
     for case, verdict, _ in rows:
         assert verdict["outcome"] in ("pass", "crash", "hang", "wrong_result", "running", "unknown"), case["file"]
 
