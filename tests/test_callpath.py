@@ -261,3 +261,21 @@ def test_where_errors_of_a_family_arise_says_more_than_a_process_name(pb):
            "with error: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED"]
     union = load_playbook(None)
     assert stage_of(union, log)[0] == 1
+
+
+def test_a_block_of_wrappers_only_is_rooted_in_its_innermost():
+    """The driver's RayTaskError(ActorDiedError) and the dead actor's exit detail, nothing of the
+    actor's own: the root is the detail that says why the actor is gone, placed by the call the
+    driver was making (through verl-style worker-group relay frames)."""
+    log = ["ray.exceptions.RayTaskError(ActorDiedError): ray::Runner.run() (pid=18, ip=10.0.0.2)",
+           '  File "/srv/tinyrl/trainer.py", line 952, in fit',
+           "    self.rollout_wg.sync_weights(state)",
+           '  File "/srv/tinyrl/single_controller/ray/base.py", line 49, in func',
+           "    output = ray.get(output)",
+           "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+           "\tclass_name: WorkerDict",
+           "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit "
+           "detail: Worker unexpectedly exits with a connection error code 2. End of file."]
+    stage, text = stage_of(load_playbook("verl"), log)
+    assert text.startswith("The actor is dead because its worker process has died")
+    assert stage == 2
