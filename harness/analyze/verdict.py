@@ -67,16 +67,22 @@ def first_pass(reached: dict[int, tuple[int, str]], line_no: int) -> int:
 
 SILENCE = "silence"  # the signature id of a hang's root cause when no error was printed
 SILENT_CATEGORY = "timeout"  # its category when its last lines belong to no error family, in a stage that waits on requests
-# Stages whose processes step together through collectives: the engine's communicators, tensor-
-# parallel generation, the log-prob forward passes, the update's all-reduce. A run silent and
-# idle there has ranks waiting in one for a rank that died or diverged, silent until NCCL's or
-# HCCL's watchdog fires (10-30 min; torch ProcessGroupNCCL's timeout, HCCL_EXEC_TIMEOUT); task
-# dispatch, trajectories and rewards wait on requests, tasks and agents: a wait with no timeout.
-COLLECTIVE_STAGES = frozenset(STAGE_NO[s] for s in ("engine_start", "completion", "training_data", "actor_update"))
+# Stages whose processes step together through collectives: tensor-parallel generation, the
+# log-prob forward passes, the update's all-reduce. A run silent and idle there has ranks waiting
+# in one for a rank that died or diverged, silent until NCCL's or HCCL's watchdog fires (10-30 min;
+# torch ProcessGroupNCCL's timeout, HCCL_EXEC_TIMEOUT); task dispatch, trajectories and rewards
+# wait on requests, tasks and agents: a wait with no timeout. Start-up waits on many things — a
+# download, a port, Ray, a compile, a server's API, a rendezvous (which c10d and HCCL name when
+# they wait: an error family then says so) —: silent, it is `other` (labelled start-up hangs of
+# ms-swift's and OpenRLHF's rollout servers, verl and Logic-RL: none was a collective's).
+COLLECTIVE_STAGES = frozenset(STAGE_NO[s] for s in ("completion", "training_data", "actor_update"))
+SILENT_START = "other"
 
 
 def silent_category(stage: int) -> str:
     """The category of a silent hang at `stage` when nothing it printed says more."""
+    if stage == STAGE_NO["engine_start"]:
+        return SILENT_START
     return "distributed_comm_hang" if stage in COLLECTIVE_STAGES else SILENT_CATEGORY
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from .. import aio
 from .transport import Transport
 
 HEAD = 256  # bytes of the file's start kept to recognise a rotated (replaced) file
@@ -74,7 +75,7 @@ async def follow(t: Transport, cursors: list[Cursor], interval: float = 0.2, sto
             if chunk is not None:
                 yield chunk
         try:
-            await asyncio.wait_for(stop.wait(), interval)
+            await aio.wait_for(stop.wait(), interval)
         except asyncio.TimeoutError:
             pass
 
@@ -111,7 +112,7 @@ async def follow_host(spec, cursors: list[Cursor], interval: float = 0.03, stop:
                 await _close(t)
                 t, pause, delay = None, delay, min(delay * 2, backoff[1])
             try:
-                await asyncio.wait_for(stop.wait(), pause)
+                await aio.wait_for(stop.wait(), pause)
             except asyncio.TimeoutError:
                 pass
     finally:

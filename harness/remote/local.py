@@ -10,6 +10,7 @@ import secrets
 import signal
 from stat import S_ISDIR
 
+from .. import aio
 from .transport import CommandResult, FileStat, checked
 
 GRACE = 0.5  # seconds between TERM and KILL on timeout
@@ -56,14 +57,14 @@ class LocalTransport:
         done = asyncio.gather(pumps, proc.wait())
         timed_out = finished = False
         try:
-            await asyncio.wait_for(asyncio.shield(done), timeout)
+            await aio.wait_for(asyncio.shield(done), timeout)
             finished = True
         except asyncio.TimeoutError:  # TERM the group, a grace, KILL what is left, collect the output
             timed_out = True
             for sig, wait in ((signal.SIGTERM, GRACE), (signal.SIGKILL, DRAIN)):
                 _killpg(proc, sig)
                 with contextlib.suppress(asyncio.TimeoutError):  # a setsid'd grandchild may hold a pipe
-                    await asyncio.wait_for(asyncio.shield(done), wait)
+                    await aio.wait_for(asyncio.shield(done), wait)
         finally:
             if not (finished or timed_out):  # cancelled from outside: leave nothing running
                 _killpg(proc, signal.SIGKILL)

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import time
 
+from .. import aio
 from ..errors import ConnectionLost, HostUnreachable
 from .transport import CommandResult, FileStat, checked
 
@@ -75,7 +76,7 @@ class Reconnecting:
                 await self._reconnect(gen)
                 continue
             try:
-                return await (fn(t) if bound is None else asyncio.wait_for(fn(t), bound))
+                return await (fn(t) if bound is None else aio.wait_for(fn(t), bound))
             except ConnectionLost as e:
                 await self._lost(gen, e)
             except asyncio.TimeoutError:  # no answer at all: a dead link the keepalives missed
@@ -98,7 +99,7 @@ class Reconnecting:
                 self.down_since = self.clock()
             if old is not None:
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(old.close(), 10)
+                    await aio.wait_for(old.close(), 10)
             delay = self.backoff[0]
             while True:
                 try:

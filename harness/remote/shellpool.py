@@ -29,6 +29,7 @@ import shlex
 
 import asyncssh
 
+from .. import aio
 from ..errors import ConnectionLost, TransportError
 from .procs import kill_script
 from .transport import ENV_NAME
@@ -126,15 +127,15 @@ class Shell:
             b.clear()
         self.chan.write(self._frame(cmd, env, cwd))
         try:
-            await asyncio.wait_for(self._until(self._scan), timeout)
+            await aio.wait_for(self._until(self._scan), timeout)
             return (self.status, *self.output(), False)
         except asyncio.TimeoutError:
             pass
         try:  # timed out: kill its process group, then see whether the shell comes back
-            await asyncio.wait_for(self._until(lambda: self._scan() or self.pid is not None), DRAIN)
+            await aio.wait_for(self._until(lambda: self._scan() or self.pid is not None), DRAIN)
             if self.pid is not None:
                 await kill(self.pid)
-            await asyncio.wait_for(self._until(self._scan), DRAIN)
+            await aio.wait_for(self._until(self._scan), DRAIN)
         except asyncio.TimeoutError:
             self.close()
         return (None, *self.output(), True)

@@ -25,6 +25,7 @@ from stat import S_ISDIR
 
 import asyncssh
 
+from .. import aio
 from ..errors import ConnectionLost, TransportError
 from . import hostkeys
 from .shellpool import ShellPool, _reason
@@ -96,7 +97,7 @@ async def tunnel_to(spec: HostSpec, t: Target, nodelay: bool = True) -> tuple[ob
             conns += [*more, conn]
             if nodelay:
                 with contextlib.suppress(Exception):  # a hop that runs no commands still forwards
-                    await asyncio.wait_for(conn.run("true"), 5)
+                    await aio.wait_for(conn.run("true"), 5)
     except BaseException:
         close_all(conns)
         raise
