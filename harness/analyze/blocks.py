@@ -102,7 +102,8 @@ class BlockAssembler:
                     and (m := LOOSE_EXC.match(text.lstrip()))):  # indented, after a source line: a log pasted
                 self._exception(blk, line, m)                     # or re-indented (a frame's code is never `XError: …`)
                 return [], True
-            if text.startswith((" ", "\t")) or not text or TB_START.match(text) or CARETS.match(text) or FRAME.match(text):
+            if (text.startswith((" ", "\t")) or not text or TB_START.match(text) or CARETS.match(text)
+                    or FRAME.match(text)):
                 self._add(blk, line)
                 return [], True
             m = is_exception_line(text)

@@ -128,8 +128,8 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     ranks = [zone_rank(z) for z in zones]
     # the earliest of the most telling zones; when all wrap (a RayTaskError(ActorDiedError) whose
     # actor died without a word of its own), the innermost says most: why the actor is gone
-    pick = ranks.index(min(ranks)) if min(ranks) < ROLE_ORDER["wrapper"] else len(zones) - 1
-    seg, zone = zones[pick]
+    all_wrap = min(ranks) == ROLE_ORDER["wrapper"]
+    seg, zone = zones[-1] if all_wrap else zones[ranks.index(min(ranks))]
     # The most telling line of the zone: its best cause (or consequence) signature, by priority;
     # else, among wrappers, the one of highest priority (a dead actor's exit detail); else the
     # exception line itself.
@@ -137,21 +137,19 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     telling = [(ln, s) for ln, s in signed if s.role != "wrapper"]
     if telling:
         line, sig = min(telling, key=lambda x: (ROLE_ORDER[x[1].role], -x[1].priority))
-    elif signed and pick == len(zones) - 1 and min(ranks) == ROLE_ORDER["wrapper"]:
+    elif signed and all_wrap:
         line, sig = min(signed, key=lambda x: -x[1].priority)
     else:
         line, sig = zone[0][0], _best(zone[0][1])
     exc = (seg.inner_type or seg.exc_type) if seg else ""
     f = _make(pb, line.no, line.text, next(sg for ln, sg in zone if ln is line), sig, exc, {blk.proc},
               max((ln.repeat for ln in blk.lines), default=1))
-    if f.stage is None:  # the root's own traceback, the Ray methods, other frames, the process: for
-        actors = list(dict.fromkeys(ln.actor for ln in blk.lines if ln.actor))
+    if f.stage is None:
         # a remote task's failure with no traceback of its own (`RayTaskError(WorkerCrashedError):
         # ray::RewardModel.get_rewards()`: the worker died): the method it names is the innermost
         # call known; the frames above it are the caller's, waiting in ray.get
         named = RAY_METHOD.findall(line.text) if sig is not None and sig.role == "wrapper" else []
-        _place(f, pb, [(with_calls(pb, seg.frames, seg.code) if seg else []) + named, blk.methods,
-                       [e for s in blk.segments for e in with_calls(pb, s.frames, s.code)]], actors, exc, line.text)
+        _place_in(f, pb, blk, seg, exc, line.text, named)
     if f.category == "other" and sig is None:  # the rest of a message of several lines may say more
         f.category = next((c for ln, _ in zone if ln is not line
                            and (c := fallback_category(pb, exc, ln.text)) != "other"), "other")
@@ -180,11 +178,16 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
     text = f"{head.text} (cut short after {frames[-1]})"
     f = Finding(key=f"cut|{canonical(text)}", line_no=head.no, text=text, category=frame_family(pb, frames),
                 procs={blk.proc}, lines=[ln.text for ln in blk.lines], context=blk.context)
-    seg = blk.segments[-1]
-    actors = list(dict.fromkeys(ln.actor for ln in blk.lines if ln.actor))
-    _place(f, pb, [with_calls(pb, seg.frames, seg.code), blk.methods,
-                   [e for sg in blk.segments for e in with_calls(pb, sg.frames, sg.code)]], actors, "", "")
+    _place_in(f, pb, blk, blk.segments[-1], "", "")
     return f
+
+
+def _place_in(f: Finding, pb: Playbook, blk: Block, seg, exc: str, text: str, named: tuple | list = ()) -> None:
+    """`_place` a block's finding by the root's own traceback (then the calls `named` inside it),
+    the Ray methods, the block's other frames, the processes."""
+    actors = list(dict.fromkeys(ln.actor for ln in blk.lines if ln.actor))
+    _place(f, pb, [(with_calls(pb, seg.frames, seg.code) if seg else []) + list(named), blk.methods,
+                   [e for s in blk.segments for e in with_calls(pb, s.frames, s.code)]], actors, exc, text)
 
 
 def metric_finding(line: Line, rule: MetricRule, value: float, context: list[str], origin: str = "") -> Finding:
