@@ -308,8 +308,9 @@ def test_without_py_spy_the_evidence_says_how_to_get_stacks(tmp_path, monkeypatc
     evidence = (ses.dir / "attempts" / "01.evidence.txt").read_text()
     assert "no py-spy on the host" in evidence and "pip install py-spy" in evidence
     assert "wchan futex" in evidence  # states and wait channels all the same
-    # no stack says where it waits: the stage does (engine start steps through collectives)
-    assert events(ses, "verdict")[0]["root"]["category"] == "distributed_comm_hang"
+    # no stack says where it waits, nor its last line: a silent start-up, which waits on many
+    # things, is `other` (with py-spy's stacks in a collective it is a collective's: the next test)
+    assert events(ses, "verdict")[0]["root"]["category"] == "other"
     assert events(ses, "verdict")[0]["failed_stage"] == 1
 
 

@@ -77,6 +77,7 @@ SILENT_CATEGORY = "timeout"  # its category when its last lines belong to no err
 # ms-swift's and OpenRLHF's rollout servers, verl and Logic-RL: none was a collective's).
 COLLECTIVE_STAGES = frozenset(STAGE_NO[s] for s in ("completion", "training_data", "actor_update"))
 SILENT_START = "other"
+GUESSED = frozenset((SILENT_CATEGORY, SILENT_START))  # a silent hang's categories that no line said
 
 
 def silent_category(stage: int) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..analyze import Analyzer
-from ..analyze.verdict import SILENCE, SILENT_CATEGORY, silence, under_way
+from ..analyze.verdict import GUESSED, SILENCE, silence, under_way
 from ..analyze.timeorder import merge
 from ..chain import STAGES
 from ..errors import HostUnreachable
@@ -210,10 +210,11 @@ async def _evidence(ses, handle: RunHandle) -> str:
 
 
 def _waits(v: dict, evidence: str) -> dict:
-    """A silent hang whose last lines said nothing (SILENT_CATEGORY, a timeout) is a collective's
-    when its processes are seen waiting in one (the evidence's stacks: `waiting_in`)."""
+    """A silent hang whose last lines said nothing (a category guessed from its stage: a timeout,
+    or `other` at start-up) is a collective's when its processes are seen waiting in one (the
+    evidence's stacks: `waiting_in`)."""
     rc, coll = v.get("root_cause"), waiting_in(evidence)
-    if not (rc and coll and rc.get("signature") == SILENCE and rc.get("category") == SILENT_CATEGORY):
+    if not (rc and coll and rc.get("signature") == SILENCE and rc.get("category") in GUESSED):
         return v
     detail = "; ".join(filter(None, [rc.get("detail"), f"its processes wait in {coll}"]))
     return {**v, "root_cause": {**rc, "category": "distributed_comm_hang", "detail": detail}}
