@@ -108,10 +108,12 @@ def _head(lines: list[str], known, need: int) -> re.Pattern | None:
             break
         if head[-1][0] in _ENDS and any(t in ("9", "a") for t in head):
             best = k
+            # where the playbook's prefixes (Ray's, a rank's, a logger's) begin, the process's own
+            # line does: the framing ends there, with the blank that separates them
             if sum(known(t[ends[k - 1]:].lstrip(" \t")) > 0 for t, (_, ends) in zip(lines, tokens)
-                   if len(ends) >= k) * 2 >= n:  # the playbook's prefixes (Ray's, a rank's, a logger's) begin
-                blank = Counter(s[k] for s in shapes if len(s) > k and tuple(s[:k]) == head)  # here: the
-                best += blank[" "] >= need  # process's own line does (after the blank that separates them)
+                   if len(ends) >= k) * 2 >= n:
+                blank = Counter(s[k] for s in shapes if len(s) > k and tuple(s[:k]) == head)
+                best += blank[" "] >= need
                 break
     if not best:
         return None
