@@ -18,11 +18,15 @@ def pb():
     return load_playbook("base")
 
 
-def stage_of(pb, lines):
+def verdict_of(pb, lines):
     a = Analyzer(pb)
     a.feed(("\n".join(lines) + "\n").encode())
     a.finish()
-    v = a.verdict()
+    return a.verdict()
+
+
+def stage_of(pb, lines):
+    v = verdict_of(pb, lines)
     return v["failed_stage"], (v["root_cause"] or {}).get("text")
 
 
@@ -202,10 +206,7 @@ def test_an_error_type_wrapping_a_collective_timeout_is_a_hang(pb):
     error type and a wait that timed out; the run hung. The same error type for a failed CUDA call
     is a crash."""
     def outcome(line):
-        a = Analyzer(pb)
-        a.feed((line + "\n").encode())
-        a.finish()
-        return a.verdict()["outcome"]
+        return verdict_of(pb, [line])["outcome"]
     assert outcome("[rank2]: logging.cc:118: Unhandled exception: N3c1016DistBackendErrorE. what(): [Rank 2] "
                    "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=BROADCAST, NumelIn=4, "
                    "NumelOut=4, Timeout(ms)=600000) ran for 600417 milliseconds before timing out.") == "hang"
@@ -223,19 +224,13 @@ def test_a_traceback_cut_short_is_a_crash_where_its_frames_are(pb):
            '  File "/srv/tinyrl/trainer.py", line 88, in step',
            "    scores = self.scorer.compute_score(batch)",
            '  File "/srv/tinyrl/scoring.py", line 12, in compute_score']
-    a = Analyzer(pb)
-    a.feed(("\n".join(cut) + "\n").encode())
-    a.finish()
-    v = a.verdict()
+    v = verdict_of(pb, cut)
     assert (v["outcome"], v["failed_stage"]) == ("crash", 5), v["root_cause"]
     assert v["root_cause"]["text"].startswith("Traceback (most recent call last): (cut short after")
     dump = ["Thread 0x00007f3b (most recent call first):",
             '  File "/srv/tinyrl/scoring.py", line 12 in compute_score',
             '  File "/srv/tinyrl/main.py", line 40 in main']
-    a = Analyzer(pb)
-    a.feed(("\n".join(dump) + "\n").encode())
-    a.finish()
-    assert a.verdict()["root_cause"] is None
+    assert verdict_of(pb, dump)["root_cause"] is None
 
 
 def test_a_remote_task_that_died_without_a_traceback_is_placed_by_its_method(pb):
