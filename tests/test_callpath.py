@@ -233,6 +233,52 @@ def test_a_traceback_cut_short_is_a_crash_where_its_frames_are(pb):
     assert verdict_of(pb, dump)["root_cause"] is None
 
 
+def test_a_traceback_head_printed_on_a_progress_bar_heads_the_frames_after_it(pb):
+    """tqdm redraws its bar with `\r` and no newline: the driver's traceback starts on the
+    worker's bar line. That line heads the frames that follow (another process's prefix or none);
+    the bar, still counting, names the phase under way when the frames do not."""
+    log = ["(pid=71) Computing rewards:  40%|████      | 2/5 [00:09<00:14, 4.6s/it]Traceback (most recent call last):",
+           '  File "/srv/tinyrl/launch.py", line 12, in <module>',
+           "    main()",
+           '  File "/srv/tinyrl/launch.py", line 9, in main',
+           "    ray.get(job.go.remote(cfg))"]
+    v = verdict_of(pb, log)
+    assert v["outcome"] == "crash", v
+    assert v["root_cause"]["text"].startswith(log[0][len("(pid=71) "):])
+    assert v["failed_stage"] == 5  # the bar counts the rewards being computed
+    # without the bar's head the frames are a printed stack of no process's failure
+    assert verdict_of(pb, log[1:] + ["step 3 done"])["root_cause"] is None
+
+
+def test_a_finished_bar_or_one_naming_no_phase_says_nothing(pb):
+    base = ['  File "/srv/tinyrl/launch.py", line 12, in <module>', "    main()",
+            '  File "/srv/tinyrl/launch.py", line 9, in main', "    ray.get(job.go.remote(cfg))"]
+    done = verdict_of(pb, ["Computing rewards: 100%|██████████| 5/5 [00:23<00:00, 4.6s/it]Traceback (most recent call last):", *base])
+    looping = verdict_of(pb, ["Epoch 2:  40%|████      | 2/5 [00:09<00:14, 4.6s/it]Traceback (most recent call last):", *base])
+    assert done["outcome"] == looping["outcome"] == "crash"
+    assert done["failed_stage"] != 5 and looping["failed_stage"] != 5
+
+
+def test_a_paste_that_starts_and_stops_inside_a_traceback_is_a_crash_there(pb):
+    """A paste of frames only (no head, no exception: cut on both sides) that the log ends in is
+    the failure the reporter saw; its innermost statement is what is known of it. A log viewer's
+    export with a bare timestamp on every second line keeps that shape. When the log shows
+    another error in full, that one is the root: when the cut one was raised is unknown."""
+    frames = ['  File "/srv/tinyrl/envs/chat_env.py", line 80, in finish_episode',
+              "    ids = merge_turns(history)",
+              "          └ <function merge_turns at 0x7f01>",
+              '  File "/srv/tinyrl/envs/chat_env.py", line 41, in merge_turns',
+              "    assert ids[: len(prev)] == prev",
+              "           │               └ [1, 2, 3]"]
+    v = verdict_of(pb, frames)
+    assert (v["outcome"], v["failed_stage"]) == ("crash", 4), v["root_cause"]
+    assert "assert ids[: len(prev)] == prev" in v["root_cause"]["text"]
+    viewer = [x for fr in frames for x in ("2026-11-30 02:14:07", fr)]
+    assert verdict_of(pb, viewer)["root_cause"]["text"] == v["root_cause"]["text"]
+    full = ["[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]
+    assert verdict_of(pb, frames[:3] + full + frames[3:])["root_cause"]["category"] == "oom"
+
+
 def test_a_remote_task_that_died_without_a_traceback_is_placed_by_its_method(pb):
     """The worker died (no traceback of its own): the method the RayTaskError names is the
     innermost call known; the driver's frames above it only wait in ray.get."""

@@ -144,6 +144,7 @@ class Analyzer:
             self._region(self.pending + b"\n")
             self.pending = b""
         for blk in self.blocks.close_all():
+            blk.at_end = True
             self._block_closed(blk)
         out, self._events = self._events, []
         return out
@@ -203,7 +204,7 @@ class Analyzer:
     def _line(self, line: Line) -> None:
         text = line.text
         noise, sigs, markers, metric, warning = self._facts(text)
-        if noise:
+        if noise and not text.endswith("(most recent call last):"):  # a bar a traceback's head landed on
             self._keep(as_shown(line))  # context and tail hold noise too; the digest drops it
             return
         closed, consumed = self.blocks.feed(line, bool(sigs))

@@ -31,6 +31,10 @@ LOOSE_EXC = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Except
 SIGNATURE_LINE = re.compile(r"(?P<type>)(?P<inner>)")  # any line a signature matched: its exception type is unknown
 RAY_METHOD = re.compile(r"ray::(?:[\w.<>-]+:)?((?:[\w<>]+\.)?\w+\(\))")
 CARETS = re.compile(r"^\s*[~^]+[~^ ]*$")  # Python 3.11's markers under a frame's source line
+# A traceback's head printed at the end of another line: a progress bar redrawn with `\r` and no
+# newline (tqdm writes `\r` + bar and ends the line only when it closes) leaves the cursor at the
+# bar's end, so whatever another process or thread writes next lands on the bar's line.
+GLUED_HEAD = re.compile(r"\S.*Traceback \(most recent call last\):$")
 MAX_BLOCK_LINES = 400
 
 
@@ -55,6 +59,7 @@ class Block:
     context: list[str] = field(default_factory=list)  # lines just before the block
     code_nos: set[int] = field(default_factory=set)  # numbers of the lines that are frames' source lines
     innermost_first: bool = False  # faulthandler prints the innermost frame first
+    at_end: bool = False  # still open when the log ended
 
     @property
     def current(self) -> Segment:
@@ -75,10 +80,26 @@ class BlockAssembler:
 
     def __init__(self) -> None:
         self.open: dict[str, Block] = {}
+        self.glued: Line | None = None  # the last line, when it ended with a traceback's head
 
     def feed(self, line: Line, matched: bool) -> tuple[list[Block], bool]:
         """Feed a line; `matched` says a failure signature matched it. Returns the blocks
-        closed by this line and whether the line was consumed by a block."""
+        closed by this line and whether the line was consumed by a block. A line that ends with
+        a traceback's head (`GLUED_HEAD`) heads the frames that follow it at once, whichever
+        process's prefix they carry (the bar's writer is not the traceback's)."""
+        glued, self.glued = self.glued, None
+        if (glued is not None and glued.no == line.no - 1 and line.proc not in self.open
+                and FRAME.match(line.text)):
+            blk = self.open[line.proc] = Block(line.proc, glued.no)
+            self._add(blk, glued)
+            self._add(blk, line)
+            return [], True
+        closed, consumed = self._feed(line, matched)
+        if not consumed and GLUED_HEAD.match(line.text):
+            self.glued = line
+        return closed, consumed
+
+    def _feed(self, line: Line, matched: bool) -> tuple[list[Block], bool]:
         text = line.text
         blk = self.open.get(line.proc)
         if blk is None:

@@ -84,6 +84,13 @@ def _stage(pb: Playbook, words: tuple[str, ...]) -> tuple[int, str] | None:
     return None
 
 
+def named_stage(pb: Playbook, name: str) -> int | None:
+    """The stage of work a phrase names (`Compute log probs`: training_data), neither set-up
+    (loading is also what a weight sync does) nor a whole loop."""
+    found = _stage(pb, name_words(name))
+    return found[0] if found is not None and not found[1] else None
+
+
 def _contains(words: tuple[str, ...], phrase: tuple[str, ...]) -> bool:
     n = len(phrase)
     return any(words[i:i + n] == phrase for i in range(len(words) - n + 1))

@@ -169,16 +169,25 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
 def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
     """A Python traceback that stops before its exception line (the process killed while it
     printed, a log cut, a paste cut short): the process was failing where its frames say — a
-    crash there, its exception unknown. A stack dump (faulthandler's, innermost first) is a
-    look at a live process, not a failure; frames with no `Traceback` head may be a printed stack."""
+    crash there, its exception unknown; the innermost frame's statement is the last thing known
+    of it. A stack dump (faulthandler's, innermost first) is a look at a live process, not a
+    failure. Frames with no `Traceback` head count only where the log ends inside them (a paste
+    that starts and stops within a traceback): in a running log they may be a printed stack; and
+    they rank after any error the log shows in full (`downstream`): when that traceback's
+    exception was raised, before or after the others, lies outside the window."""
     head = next((ln for ln in blk.lines if "Traceback (most recent call last)" in ln.text), None)
-    frames = [fr for seg in blk.segments for fr in seg.frames]
-    if head is None or blk.innermost_first or not frames:
+    seg = blk.segments[-1] if blk.segments else None
+    frames = [fr for s in blk.segments for fr in s.frames]
+    if blk.innermost_first or not frames or (head is None and not (blk.at_end and len(frames) > 1
+                                                                   and all(", in " in fr for fr in frames))):
         return None
-    text = f"{head.text} (cut short after {frames[-1]})"
-    f = Finding(key=f"cut|{canonical(text)}", line_no=head.no, text=text, category=frame_family(pb, frames),
-                procs={blk.proc}, lines=[ln.text for ln in blk.lines], context=blk.context)
-    _place_in(f, pb, blk, blk.segments[-1], "", "")
+    code = seg.code.get(len(seg.frames) - 1, "") if seg is not None and seg.frames else ""
+    said = f"{frames[-1]}: {code}" if code else frames[-1]
+    text = f"{head.text if head else 'Traceback'} (cut short after {said})"
+    f = Finding(key=f"cut|{canonical(text)}", line_no=(head or blk.lines[0]).no, text=text,
+                category=frame_family(pb, frames), procs={blk.proc}, lines=[ln.text for ln in blk.lines],
+                context=blk.context, role="cause" if head else "downstream")
+    _place_in(f, pb, blk, seg, "", "")
     return f
 
 

@@ -7,6 +7,7 @@ import re
 
 from ..chain import STAGE_NO, STAGES, stage_statuses
 from ..redact import redact
+from .callpath import named_stage
 from .findings import ROLE_ORDER, Finding, family
 from .lines import make_line
 
@@ -124,6 +125,25 @@ def under_way(an, line_no: int) -> int | None:
     return max(begun, key=an.entered.__getitem__, default=None)
 
 
+# A tqdm bar (`Compute log probs:  50%|█████     | 1/2 [00:18<00:18, 18.4s/it]`): its description
+# names the phase it counts — tqdm's format_meter prints `{desc}: {percentage:3.0f}%|{bar}|`.
+BAR = re.compile(r"(?P<desc>[A-Za-z][\w .()/-]*?):\s*(?P<pct>\d{1,3})%\|")
+
+
+def bar_stage(pb, lines: list[str]) -> int | None:
+    """The stage of the phase the last progress bar before a failure counts, when it was still
+    counting (below 100 %) and its description names a stage's work: EasyR1's `Compute log probs`,
+    verl-tool's `Async Generating sequences`, vLLM's `Processed prompts`… A bar whose description
+    names no stage's work (`Running step`, `Training Progress`) says nothing; a finished one says
+    its phase is over."""
+    for text in reversed(lines):
+        for m in reversed(list(BAR.finditer(text))):
+            stage = named_stage(pb, m["desc"])
+            if stage is not None:
+                return stage if int(m["pct"]) < 100 else None
+    return None
+
+
 def build_verdict(an, now: float | None) -> dict:
     findings = sorted(an.findings.values(), key=lambda f: f.line_no)
     healthy_update = an.last_healthy_update
@@ -134,7 +154,9 @@ def build_verdict(an, now: float | None) -> dict:
         outcome = root.outcome
         stage = root.stage
         if stage is None or root.by_context or root.guessed:  # a stage under way says more than a process's
-            stage = under_way(an, root.line_no) or stage         # name, the callers or a training loop
+            # name, the callers or a training loop
+            stage = under_way(an, root.line_no) or bar_stage(an.pb, root.context + root.lines[:1]) or stage
+            # (a during marker, else a progress bar still counting: the phase under way)
         # the lifecycle bounds only a stage nothing names or a loop's guess: a path's or a signature's stands
         floor = first_pass(an.reached, root.line_no) if stage is None or root.guessed else 0
         failed = lifecycle_stage(stage, top, floor)
@@ -145,7 +167,8 @@ def build_verdict(an, now: float | None) -> dict:
         lsp = top
         timeout = an.pb.timeouts.get(top + 1)
         if now is not None and an.last_ts is not None and timeout and now - an.last_ts > timeout:
-            outcome, failed = "hang", under_way(an, an.line_no + 1) or min(top + 1, len(STAGES))
+            outcome, failed = "hang", (under_way(an, an.line_no + 1) or bar_stage(an.pb, an.tail)
+                                       or min(top + 1, len(STAGES)))
             root = silence(an, now - an.last_ts, failed)
         elif an.line_no == 0:
             outcome = "unknown"
