@@ -279,6 +279,23 @@ def test_a_paste_that_starts_and_stops_inside_a_traceback_is_a_crash_there(pb):
     assert verdict_of(pb, frames[:3] + full + frames[3:])["root_cause"]["category"] == "oom"
 
 
+def test_a_loguru_traceback_keeps_its_frames(pb):
+    """loguru (logger.exception, @logger.catch) marks the frame that caught the exception with `> `
+    at column 0 and prints each frame's values under it: the traceback is one, its innermost frame
+    places it."""
+    log = ["2026-11-30 02:14:07.384 | ERROR    | tinyrl.loop:fit:10 - step failed",
+           "Traceback (most recent call last):", "",
+           '  File "/srv/tinyrl/run.py", line 11, in <module>', "    fit()", "    └ <function fit at 0x7f0c>", "",
+           '> File "/srv/tinyrl/loop.py", line 8, in fit', "    compute_advantages(batch, 0)",
+           "    └ <function compute_advantages at 0x7f0c>", "",
+           '  File "/srv/tinyrl/adv.py", line 5, in compute_advantages', '    return batch["adv"] / k',
+           "           │              └ 0", "           └ {'adv': 1}", "",
+           "ZeroDivisionError: division by zero"]
+    v = verdict_of(pb, log)
+    assert (v["outcome"], v["failed_stage"]) == ("crash", 6), v["root_cause"]
+    assert v["root_cause"]["text"] == "ZeroDivisionError: division by zero"
+
+
 def test_a_remote_task_that_died_without_a_traceback_is_placed_by_its_method(pb):
     """The worker died (no traceback of its own): the method the RayTaskError names is the
     innermost call known; the driver's frames above it only wait in ray.get."""

@@ -17,7 +17,9 @@ from .lines import Line
 # recent call first):` with frames `File "…", line N in f`, innermost first).
 TB_START = re.compile(r"^\s*(?:(?:Original )?Traceback \(most recent call last\)|(?:Current thread \w+ )?"
                       r"(?:Stack|Thread \w+) \(most recent call first\)):")
-FRAME = re.compile(r'^\s*File "([^"]*)", line (\d+),? in (\S+)')
+# loguru's tracebacks (`backtrace=True`, its default for logger.exception and @logger.catch) mark the
+# frame where the exception was caught with `> ` at column 0: `> File "…", line N, in f`.
+FRAME = re.compile(r'^\s*(?:> )?File "([^"]*)", line (\d+),? in (\S+)')
 CHAIN = re.compile(r"^\s*(?:The above exception was the direct cause of the following exception:"
                    r"|During handling of the above exception, another exception occurred:)")
 # `Type: message`, `pkg.mod.Type(Inner): message` or a bare `Type` at column 0.
