@@ -296,6 +296,41 @@ def test_a_loguru_traceback_keeps_its_frames(pb):
     assert v["root_cause"]["text"] == "ZeroDivisionError: division by zero"
 
 
+def _compute_advantages(batch):
+    return batch["adv"] / batch["n"]
+
+
+def _run_step(batch):
+    return _compute_advantages(batch)
+
+
+def test_a_rich_traceback_reads_as_python_prints_one(pb):
+    """rich's traceback panel (typer's pretty exceptions, `rich.traceback.install()`), rendered here
+    by rich itself, with and without Ray's prefix on every line: its frames and the statement each
+    ran are a traceback's, its code context and border are not kept."""
+    import io
+
+    from rich.console import Console
+    from rich.traceback import Traceback
+
+    try:
+        _run_step({"adv": 1.0, "n": 0})
+    except ZeroDivisionError as e:
+        out = io.StringIO()
+        Console(file=out, width=110, color_system=None).print(Traceback.from_exception(type(e), e, e.__traceback__))
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("╭") and any("❱" in x for x in lines)  # the panel as rich draws it
+    for log in (lines, [f"(TaskRunner pid=7) {x}" for x in lines]):
+        a = Analyzer(pb)
+        a.feed(("\n".join(log) + "\n").encode())
+        a.finish()
+        v = a.verdict()
+        assert (v["outcome"], v["failed_stage"]) == ("crash", 6), v["root_cause"]  # compute_advantages
+        assert v["root_cause"]["text"] == "ZeroDivisionError: float division by zero"
+        kept = next(iter(a.findings.values())).lines
+        assert '    return batch["adv"] / batch["n"]' in kept and not any(x.startswith("│") for x in kept)
+
+
 def test_a_remote_task_that_died_without_a_traceback_is_placed_by_its_method(pb):
     """The worker died (no traceback of its own): the method the RayTaskError names is the
     innermost call known; the driver's frames above it only wait in ray.get."""

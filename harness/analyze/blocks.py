@@ -33,6 +33,7 @@ LOOSE_EXC = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Except
 SIGNATURE_LINE = re.compile(r"(?P<type>)(?P<inner>)")  # any line a signature matched: its exception type is unknown
 RAY_METHOD = re.compile(r"ray::(?:[\w.<>-]+:)?((?:[\w<>]+\.)?\w+\(\))")
 CARETS = re.compile(r"^\s*[~^]+[~^ ]*$")  # Python 3.11's markers under a frame's source line
+PANEL = ("│", "╰", "└")  # the rest of a rich traceback's panel (lines.py: unbox): its code context, its border
 # A traceback's head printed at the end of another line: a progress bar redrawn with `\r` and no
 # newline (tqdm writes `\r` + bar and ends the line only when it closes) leaves the cursor at the
 # bar's end, so whatever another process or thread writes next lands on the bar's line.
@@ -125,6 +126,8 @@ class BlockAssembler:
                     and (m := LOOSE_EXC.match(text.lstrip()))):  # indented, after a source line: a log pasted
                 self._exception(blk, line, m)                     # or re-indented (a frame's code is never `XError: …`)
                 return [], True
+            if text.startswith(PANEL):
+                return [], True  # a panel's code context or border: read, not kept
             if (text.startswith((" ", "\t")) or not text or TB_START.match(text) or CARETS.match(text)
                     or FRAME.match(text)):
                 self._add(blk, line)
@@ -164,7 +167,7 @@ class BlockAssembler:
         before it: a traceback pasted without its indentation (an issue's text, a logger that
         strips lines) keeps its shape — a frame, its statement, the carets, the exception. Not a
         line that reads as an exception, nor after a faulthandler frame (it prints no source)."""
-        if (not text or text[:1] in (" ", "\t") or blk.innermost_first or not blk.lines
+        if (not text or text[:1] in (" ", "\t") + PANEL or blk.innermost_first or not blk.lines
                 or not FRAME.match(blk.lines[-1].text) or FRAME.match(text) or TB_START.match(text)):
             return False
         m = is_exception_line(text)

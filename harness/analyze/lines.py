@@ -114,6 +114,8 @@ def make_line(no: int, raw: str, prefixes: list[re.Pattern], framing=None) -> Li
         if m:
             repeat, text = int(m.group(1)), text[: m.start()]
     body, f, prefix = peel(text, prefixes)
+    if body[:1] in BOXED:
+        body = unbox(body)
     prefix = frame + prefix
     rank = f.get("rank", "")
     if f.get("pid"):
@@ -123,6 +125,31 @@ def make_line(no: int, raw: str, prefixes: list[re.Pattern], framing=None) -> Li
     else:
         proc = f.get("actor", "")
     return Line(no, body, proc, f.get("actor", ""), rank, repeat, prefix)
+
+
+# rich's tracebacks (rich.traceback, typer's pretty exceptions): a panel titled `Traceback (most recent
+# call last)`, each frame as `│ path:N in func │` (`│ in func:N │` when the file is not on that
+# host), the running line of its code marked `❱` (`>` in ASCII boxes), then the exception at column 0.
+RICH_HEAD = re.compile(r"^[╭┌]─+ ?Traceback \(most recent call last\) ?─+[╮┐]$")
+RICH_FRAME = re.compile(r"^│ (?:(?P<path>\S+\.py):(?P<no>\d+) in (?P<func>\S+)|in (?P<func2>\S+):(?P<no2>\d+))\s*│$")
+RICH_CODE = re.compile(r"^│ (?:❱|>) *\d+ (?P<code>.*?)\s*│$")  # the code's indentation drawn as `│   `
+
+
+def unbox(text: str) -> str:
+    """A line of a rich traceback's panel as Python prints it: the head, a frame, the running
+    statement under it; any other line unchanged (the panel's other lines are the block's, see
+    blocks.py)."""
+    if RICH_HEAD.match(text):
+        return "Traceback (most recent call last):"
+    if m := RICH_FRAME.match(text):
+        return (f'  File "{m["path"]}", line {m["no"]}, in {m["func"]}' if m["path"]
+                else f'  File "<unknown>", line {m["no2"]}, in {m["func2"]}')
+    if m := RICH_CODE.match(text):
+        return "    " + m["code"].lstrip("│ ")
+    return text
+
+
+BOXED = ("│", "╭", "┌")
 
 
 def canonical(text: str) -> str:
