@@ -331,6 +331,34 @@ def test_a_rich_traceback_reads_as_python_prints_one(pb):
         assert '    return batch["adv"] / batch["n"]' in kept and not any(x.startswith("│") for x in kept)
 
 
+def test_an_exception_group_is_rooted_in_the_sub_exception_it_carries(pb):
+    """asyncio.TaskGroup (anyio's too) raises an ExceptionGroup; Python prints each sub-exception's
+    traceback inside it behind a `| ` margin. Printed here by Python itself: the group is a wrapper,
+    the sub-exception the root, placed by its own frames."""
+    import asyncio
+    import traceback
+
+    async def compute_score(i):
+        if i == 2:
+            raise ValueError("no boxed answer in completion 2")
+        await asyncio.sleep(0)
+
+    async def score_all():
+        async with asyncio.TaskGroup() as tg:
+            for i in range(4):
+                tg.create_task(compute_score(i))
+
+    try:
+        asyncio.run(score_all())
+    except Exception as e:  # an ExceptionGroup
+        lines = "".join(traceback.format_exception(e)).splitlines()
+    assert lines[0].strip().startswith("+ Exception Group Traceback") and any("| ValueError" in x for x in lines)
+    for log in (lines, [f"(RewardWorker pid=9) {x}" for x in lines]):
+        v = verdict_of(pb, log)
+        assert (v["outcome"], v["failed_stage"]) == ("crash", 5), v["root_cause"]
+        assert v["root_cause"]["text"] == "ValueError: no boxed answer in completion 2"
+
+
 def test_a_remote_task_that_died_without_a_traceback_is_placed_by_its_method(pb):
     """The worker died (no traceback of its own): the method the RayTaskError names is the
     innermost call known; the driver's frames above it only wait in ray.get."""

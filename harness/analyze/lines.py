@@ -116,6 +116,9 @@ def make_line(no: int, raw: str, prefixes: list[re.Pattern], framing=None) -> Li
     body, f, prefix = peel(text, prefixes)
     if body[:1] in BOXED:
         body = unbox(body)
+    elif body[:2] == "  " and (got := ungroup(body)):
+        margin, body = got
+        prefix += margin
     prefix = frame + prefix
     rank = f.get("rank", "")
     if f.get("pid"):
@@ -150,6 +153,27 @@ def unbox(text: str) -> str:
 
 
 BOXED = ("│", "╭", "┌")
+
+# An exception group's traceback (PEP 654: asyncio.TaskGroup, anyio — uvicorn/starlette servers —,
+# the exceptiongroup backport) indents each nested traceback by two spaces per level behind a `| `
+# margin (`+ ` on the group's head), with `+-+---- N ----` / `+----` rules between the sub-exceptions
+# (CPython traceback.py, _ExceptionPrintContext.emit and TracebackException.format).
+GROUP = re.compile(r"^(?P<margin>(?:  )+(?:\+ (?=Exception Group Traceback)|\| ?))(?P<line>.*)$"
+                   r"|^(?:  )+(?:\+-|  )?\+-{4,}(?: (?:\d+|\.\.\.) -{4,})?$")
+GROUP_HEAD = "Exception Group Traceback (most recent call last):"
+
+
+def ungroup(text: str) -> tuple[str, str] | None:
+    """(margin, line as Python prints it outside a group) of a line of an exception group's
+    traceback — its head a traceback's head, a rule between sub-exceptions an empty line —;
+    None for any other line."""
+    m = GROUP.match(text)
+    if m is None:
+        return None
+    if m["margin"] is None:
+        return text, ""
+    line = m["line"]
+    return m["margin"], "Traceback (most recent call last):" if line == GROUP_HEAD else line
 
 
 def canonical(text: str) -> str:
