@@ -365,6 +365,21 @@ def test_a_silent_run_whose_last_line_calls_a_collective_waits_in_it():
             (log, v["root_cause"])
 
 
+def test_a_run_silent_in_a_download_waits_on_the_network_and_a_bar_places_a_hang():
+    """A download's bar below 100 % as the last thing printed (huggingface_hub's `Fetching N files`,
+    transformers' `Downloading shards`): the run waits on the network. Finished, it says nothing of
+    the wait. A bar of a phase's work still counting places the hang in that phase."""
+    union = load_playbook(None)
+    for bar, category in [("Fetching 4 files:  25%|██▌       | 1/4 [00:03<00:09,  3.1s/it]", "network_proxy"),
+                          ("(WorkerDict pid=7) Downloading shards:   0%|          | 0/4 [00:00<?, ?it/s]", "network_proxy"),
+                          ("Fetching 4 files: 100%|██████████| 4/4 [00:09<00:00,  2.3s/it]", "other")]:
+        v, _ = run(union, ENGINE + bar + "\n", ts=1000.0, now=1000.0 + 7200)
+        assert (v["outcome"], v["root_cause"]["category"]) == ("hang", category), (bar, v["root_cause"])
+    tail = ENGINE + "(WorkerDict pid=7) weight sync group ready\nCompute log probs:  40%|████      | 2/5 [00:09<00:14]\n"
+    v, _ = run(union, tail, ts=1000.0, now=1000.0 + 7200)
+    assert (v["outcome"], v["failed_stage"]) == ("hang", 6), v["root_cause"]
+
+
 def test_a_stage_begun_is_not_under_way_once_a_later_stage_passed():
     """rllm's step banner begins task dispatch; the trajectories done say the tasks went out: an
     error after them with nothing to place it is not a dispatch failure."""

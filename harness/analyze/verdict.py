@@ -130,18 +130,28 @@ def under_way(an, line_no: int) -> int | None:
 BAR = re.compile(r"(?P<desc>[A-Za-z][\w .()/-]*?):\s*(?P<pct>\d{1,3})%\|")
 
 
-def bar_stage(pb, lines: list[str]) -> int | None:
-    """The stage of the phase the last progress bar before a failure counts, when it was still
-    counting (below 100 %) and its description names a stage's work: EasyR1's `Compute log probs`,
-    verl-tool's `Async Generating sequences`, vLLM's `Processed prompts`… A bar whose description
-    names no stage's work (`Running step`, `Training Progress`) says nothing; a finished one says
-    its phase is over."""
-    for text in reversed(lines):
+def bar_stage(pb, lines: list[str]) -> tuple[int, int] | None:
+    """(stage, how many lines before the last of `lines` it was printed) of the phase the last
+    progress bar among `lines` counts, when it was still counting (below 100 %) and its description
+    names a stage's work: EasyR1's `Compute log probs`, verl-tool's `Async Generating sequences`,
+    vLLM's `Processed prompts`… A bar whose description names no stage's work (`Running step`,
+    `Training Progress`) says nothing; a finished one says its phase is over."""
+    for back, text in enumerate(reversed(lines)):
         for m in reversed(list(BAR.finditer(text))):
             stage = named_stage(pb, m["desc"])
             if stage is not None:
-                return stage if int(m["pct"]) < 100 else None
+                return (stage, back) if int(m["pct"]) < 100 else None
     return None
+
+
+def phase_under_way(an, line_no: int, lines: list[str]) -> int | None:
+    """The stage under way at `line_no`: the phase begun last, by a `during` marker (`under_way`)
+    or by a progress bar still counting among `lines`, the lines up to it."""
+    stage = under_way(an, line_no)
+    bar = bar_stage(an.pb, lines)
+    if bar is not None and (stage is None or line_no - bar[1] > an.entered[stage]):
+        return bar[0]
+    return stage
 
 
 def build_verdict(an, now: float | None) -> dict:
@@ -155,8 +165,7 @@ def build_verdict(an, now: float | None) -> dict:
         stage = root.stage
         if stage is None or root.by_context or root.guessed:  # a stage under way says more than a process's
             # name, the callers or a training loop
-            stage = under_way(an, root.line_no) or bar_stage(an.pb, root.context + root.lines[:1]) or stage
-            # (a during marker, else a progress bar still counting: the phase under way)
+            stage = phase_under_way(an, root.line_no, root.context + root.lines[:1]) or stage
         # the lifecycle bounds only a stage nothing names or a loop's guess: a path's or a signature's stands
         floor = first_pass(an.reached, root.line_no) if stage is None or root.guessed else 0
         failed = lifecycle_stage(stage, top, floor)
@@ -167,8 +176,7 @@ def build_verdict(an, now: float | None) -> dict:
         lsp = top
         timeout = an.pb.timeouts.get(top + 1)
         if now is not None and an.last_ts is not None and timeout and now - an.last_ts > timeout:
-            outcome, failed = "hang", (under_way(an, an.line_no + 1) or bar_stage(an.pb, an.tail)
-                                       or min(top + 1, len(STAGES)))
+            outcome, failed = "hang", phase_under_way(an, an.line_no + 1, an.tail) or min(top + 1, len(STAGES))
             root = silence(an, now - an.last_ts, failed)
         elif an.line_no == 0:
             outcome = "unknown"
