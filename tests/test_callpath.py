@@ -359,6 +359,37 @@ def test_an_exception_group_is_rooted_in_the_sub_exception_it_carries(pb):
         assert v["root_cause"]["text"] == "ValueError: no boxed answer in completion 2"
 
 
+# IPython's traceback as IPython 9.18 prints it (checked against `ipython --colors=NoColor -c …`): the
+# type first in the head, frames as `File path:N, in Class.func(args)` / `Cell In[k], line N`, numbered
+# context lines, the running line marked with an arrow.
+IPYTHON_TB = ["---------------------------------------------------------------------------",
+              "ValueError                                Traceback (most recent call last)",
+              "Cell In[7], line 3", "      1 trainer = TinyTrainer(cfg)", "      2 trainer.setup()",
+              "----> 3 trainer.train()", "",
+              "File ~/tinyrl/trainer.py:212, in TinyTrainer.train(self)", "    210 for batch in self.loader:",
+              "    211     rollouts = self.generate(batch)", "--> 212     scores = self.score_rollouts(rollouts)",
+              "    213     self.update(rollouts, scores)", "",
+              "File ~/tinyrl/trainer.py:88, in TinyTrainer.score_rollouts(self, rollouts)",
+              "     86 def score_rollouts(self, rollouts):", "---> 88     return [parse_answer(r) for r in rollouts]", "",
+              "File ~/tinyrl/rewards.py:14, in parse_answer(text)", "     12 m = BOXED.search(text)",
+              "     13 if m is None:", "---> 14     raise ValueError(f\"no boxed answer in {text[:20]!r}\")", "",
+              "ValueError: no boxed answer in 'The answer is 4.'"]
+
+
+def test_an_ipython_traceback_reads_as_python_prints_one(pb):
+    """A notebook's traceback (TRL and Unsloth runs in Colab): its frames and running statements
+    place it, its numbered context lines are not kept; pasted in the middle of other output too."""
+    for log in (IPYTHON_TB, ["{'loss': 0.12, 'grad_norm': 0.5, 'epoch': 0.1}"] + IPYTHON_TB):
+        a = Analyzer(pb)
+        a.feed(("\n".join(log) + "\n").encode())
+        a.finish()
+        v = a.verdict()
+        assert (v["outcome"], v["failed_stage"]) == ("crash", 5), v["root_cause"]  # score_rollouts
+        assert v["root_cause"]["text"] == "ValueError: no boxed answer in 'The answer is 4.'"
+        kept = next(iter(a.findings.values())).lines
+        assert "    return [parse_answer(r) for r in rollouts]" in kept and not any(x.startswith("     1") for x in kept)
+
+
 def test_a_remote_task_that_died_without_a_traceback_is_placed_by_its_method(pb):
     """The worker died (no traceback of its own): the method the RayTaskError names is the
     innermost call known; the driver's frames above it only wait in ray.get."""

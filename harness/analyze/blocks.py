@@ -33,7 +33,15 @@ LOOSE_EXC = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Except
 SIGNATURE_LINE = re.compile(r"(?P<type>)(?P<inner>)")  # any line a signature matched: its exception type is unknown
 RAY_METHOD = re.compile(r"ray::(?:[\w.<>-]+:)?((?:[\w<>]+\.)?\w+\(\))")
 CARETS = re.compile(r"^\s*[~^]+[~^ ]*$")  # Python 3.11's markers under a frame's source line
-PANEL = ("│", "╰", "└")  # the rest of a rich traceback's panel (lines.py: unbox): its code context, its border
+PANEL = ("│", "╰", "└")
+# IPython's tracebacks (a notebook's, `ipython -c`; IPython.core.ultratb): the head names the exception
+# type first, each frame is `File path:N, in Class.func(args)` or `Cell In[k], line N`, its code shown
+# with numbered context lines and the running one marked `---->` (`-->`, `->` as numbers widen).
+IPY_HEAD = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*\s{2,}Traceback \(most recent call last\)$")
+IPY_FRAME = re.compile(r"^(?:File (?P<path>.+?):(?P<no>\d+)|Cell In\[(?P<cell>\d+)\], line (?P<cno>\d+))"
+                       r"(?:, in (?P<func>[\w.<>]+))?")
+IPY_CODE = re.compile(r"^-*> +\d+ (?P<code>.*)$")
+IPY_CONTEXT = re.compile(r"^\s+\d+ |^\s*\.\.\.$|^'Could not get source")  # the rest of a rich traceback's panel (lines.py: unbox): its code context, its border
 # A traceback's head printed at the end of another line: a progress bar redrawn with `\r` and no
 # newline (tqdm writes `\r` + bar and ends the line only when it closes) leaves the cursor at the
 # bar's end, so whatever another process or thread writes next lands on the bar's line.
@@ -62,6 +70,7 @@ class Block:
     context: list[str] = field(default_factory=list)  # lines just before the block
     code_nos: set[int] = field(default_factory=set)  # numbers of the lines that are frames' source lines
     innermost_first: bool = False  # faulthandler prints the innermost frame first
+    ipython: bool = False  # IPython's shape (IPY_*)
     at_end: bool = False  # still open when the log ended
 
     @property
@@ -105,6 +114,15 @@ class BlockAssembler:
     def _feed(self, line: Line, matched: bool) -> tuple[list[Block], bool]:
         text = line.text
         blk = self.open.get(line.proc)
+        if IPY_HEAD.match(text) and (blk is None or blk.state == "after_exc"):  # a chained one continues it
+            blk = blk or self.open.setdefault(line.proc, Block(line.proc, line.no))
+            blk.ipython, blk.state = True, "frames"
+            self._add(blk, line)
+            return [], True
+        if blk is not None and blk.ipython and blk.state == "frames" and (got := _ipython(line)) is not None:
+            if got.text:
+                self._add(blk, got, code=got.text.startswith("    "))
+            return [], True
         if blk is None:
             if TB_START.match(text) or FRAME.match(text):
                 blk = self.open[line.proc] = Block(line.proc, line.no)
@@ -204,6 +222,23 @@ class BlockAssembler:
         out = list(self.open.values())
         self.open.clear()
         return out
+
+
+def _ipython(line: Line) -> Line | None:
+    """A line of an IPython traceback as Python prints it: a frame, the running statement under
+    it, an empty text for a numbered context line (read, not kept); None for any other line."""
+    text = line.text
+    if m := IPY_FRAME.match(text):
+        path = m["path"] or f"<cell In[{m['cell']}]>"
+        func = (m["func"] or "<module>").rsplit(".", 1)[-1] if m["func"] != "<module>" else "<module>"
+        text = f'  File "{path}", line {m["no"] or m["cno"]}, in {func}'
+    elif m := IPY_CODE.match(text):
+        text = "    " + m["code"].strip()
+    elif IPY_CONTEXT.match(text):
+        text = ""
+    else:
+        return None
+    return Line(line.no, text, line.proc, line.actor, line.rank, line.repeat, line.prefix)
 
 
 def _looks_like_type(name: str) -> bool:
