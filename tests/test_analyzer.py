@@ -112,6 +112,30 @@ def test_an_unmatched_error_gets_the_category_of_its_family():
         assert (line, v["root_cause"]["category"]) == (line, category)
 
 
+def test_errors_of_a_class_get_its_category_however_the_library_words_them():
+    """Classes, each worded by several libraries: a process killed by SIGKILL (the host's OOM
+    killer) as a shell, a launcher or a container runtime reports it; a connection no client could
+    open; a communicator torn down; a model type the installed library does not know; a path the
+    run may not use; an HTTP client's timeout (a type that ends in Timeout, not Error)."""
+    p = load_playbook(None)
+    for line, category in [("./run_grpo.sh: line 12:  4123 Killed                  python3 -m verl.trainer.main_ppo", "oom"),
+                           ("srun: error: gpu-node-12: task 3: Killed", "oom"),
+                           ("[launcher] worker 3 exited with code 137", "oom"),
+                           ("aiohttp.client_exceptions.ClientConnectorError: Cannot connect to host 127.0.0.1:30000 "
+                            "ssl:default [Connect call failed ('127.0.0.1', 30000)]", "network_proxy"),
+                           ("RuntimeError: NCCL communicator was aborted on rank 3.", "distributed_comm_hang"),
+                           ("ValueError: Tokenizer class Qwen9Tokenizer does not exist or is not currently imported.",
+                            "version_incompat"),
+                           ("ValueError: The checkpoint you are trying to load has model type `qwen9` but Transformers "
+                            "does not recognize this architecture.", "version_incompat"),
+                           ("ValueError: Model architectures ['Qwen9ForCausalLM'] are not supported for now.", "version_incompat"),
+                           ("PermissionError: [Errno 13] Permission denied: '/mnt/ckpt/global_step_100'", "config_mismatch"),
+                           ("requests.exceptions.ReadTimeout: HTTPConnectionPool(host='127.0.0.1', port=8000): "
+                            "Read timed out. (read timeout=60)", "timeout")]:
+        v, _ = run(p, ENGINE + line + "\n")
+        assert (line, v["outcome"], (v["root_cause"] or {}).get("category")) == (line, "crash", category)
+
+
 def test_only_a_wrapper_is_chosen_when_nothing_else_is_there(pb):
     v, _ = run(pb, "ray.exceptions.RayTaskError(TimeoutError): ray::RolloutManager.generate() (pid=1)\n")
     assert v["root_cause"]["text"].startswith("ray.exceptions.RayTaskError(TimeoutError)")

@@ -25,8 +25,9 @@ CHAIN = re.compile(r"^\s*(?:The above exception was the direct cause of the foll
 # `Type: message`, `pkg.mod.Type(Inner): message` or a bare `Type` at column 0.
 EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<type>[A-Za-z_]\w*)(?:\((?P<inner>[\w.]+)\))?(?::(?: |$)|$)")
 # An exception line seen outside a traceback (a log that starts mid-traceback, a logged error).
-# A bare `Error: …` is a log message, not an exception; `Exception: …` is one.
-LOOSE_EXC = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|Exception)"
+# A bare `Error: …` is a log message, not an exception; `Exception: …` is one, and so are the
+# HTTP clients' timeouts (requests' and httpx's ReadTimeout, ConnectTimeout, PoolTimeout).
+LOOSE_EXC = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Timeout)|Exception)"
                        r"(?:\((?P<inner>[\w.]+)\))?|Fatal Python error): ")
 # `ray::WorkerDict.actor_rollout_generate_sequences()`, `ray::main_task()`, and named actors
 # `ray::agent_loop_worker_0:AgentLoopWorker.__init__()`: kept as `Class.method()`.
