@@ -131,9 +131,33 @@ def test_errors_of_a_class_get_its_category_however_the_library_words_them():
                            ("ValueError: Model architectures ['Qwen9ForCausalLM'] are not supported for now.", "version_incompat"),
                            ("PermissionError: [Errno 13] Permission denied: '/mnt/ckpt/global_step_100'", "config_mismatch"),
                            ("requests.exceptions.ReadTimeout: HTTPConnectionPool(host='127.0.0.1', port=8000): "
-                            "Read timed out. (read timeout=60)", "timeout")]:
+                            "Read timed out. (read timeout=60)", "timeout"),
+                           ("ray.exceptions.NodeDiedError: Task failed due to the node (node_id: 1a2b) where this task "
+                            "was running crashed unexpectedly.", "other"),
+                           ("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with "
+                            "multiprocessing, you must use the 'spawn' start method", "device_runtime_error"),
+                           ("ValueError: Cannot find model module 'Qwen9ForCausalLM' in vllm", "version_incompat"),
+                           ("RuntimeError: Triton Error [CUDA]: out of resource: shared memory, Required: 131072, "
+                            "Hardware limit: 101376", "device_runtime_error"),
+                           ("RuntimeError: Function 'LogSoftmaxBackward0' returned nan values in its 0th output.",
+                            "precision_dtype")]:
         v, _ = run(p, ENGINE + line + "\n")
         assert (line, v["outcome"], (v["root_cause"] or {}).get("category")) == (line, "crash", category)
+
+
+def test_an_fp16_loss_scale_below_one_is_a_run_that_learns_nothing():
+    """Apex/Megatron and DeepSpeed halve the fp16 loss scale on each overflow: at a sane scale that
+    is the scaler finding its level; below 1 every step overflows and is skipped."""
+    p = load_playbook(None)
+    sane = "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0\n"
+    assert run(p, ENGINE + sane)[0]["root_cause"] is None
+    for line in ["Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 6.103515625e-05",
+                 "[INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. "
+                 "Attempted loss scale: 1, reducing to 0"]:
+        v, _ = run(p, ENGINE + sane + line + "\n")
+        assert (v["outcome"], v["failed_stage"], v["root_cause"]["category"]) == ("wrong_result", 7, "precision_dtype")
+    v, _ = run(p, ENGINE + "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.\n")
+    assert (v["outcome"], v["root_cause"]["category"]) == ("crash", "precision_dtype")
 
 
 def test_only_a_wrapper_is_chosen_when_nothing_else_is_there(pb):
