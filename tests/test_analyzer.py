@@ -160,6 +160,25 @@ def test_an_fp16_loss_scale_below_one_is_a_run_that_learns_nothing():
     assert (v["outcome"], v["root_cause"]["category"]) == ("crash", "precision_dtype")
 
 
+def test_metrics_in_a_shape_no_playbook_names_are_held_to_their_own_values():
+    """A trainer's own metric print, a tqdm postfix (OpenRLHF's `policy_loss=…, kl=…`), a dict of
+    another key order: three or more pairs with a loss, reward or grad norm among them. A NaN there
+    is a wrong result; a loss that only moves is not judged there (only a playbook's metric lines
+    feed the history the drift rule reads); a line of one or two pairs (a sample's reward printed by
+    a reward function) is no metric line."""
+    p = load_playbook(None)
+    for line, rule in [("step 12 | loss=nan | grad_norm=nan | lr=1e-06", "loss_nonfinite"),
+                       ("Train epoch [1/1]:  40%|████      | 2/5 [00:49<01:10, policy_loss=0.01, kl=nan, reward=0.5, "
+                        "response_length=512]", "kl_nonfinite"),
+                       ("rollout 3: {'rollout/response_lengths': 402.5, 'rollout/raw_reward': 0.25, 'reward': nan}",
+                        "reward_nonfinite")]:
+        v, _ = run(p, ENGINE + line + "\n")
+        assert (v["outcome"], (v["root_cause"] or {}).get("signature")) == ("wrong_result", rule), line
+    moving = "".join(f"step {i} | loss={x} | grad_norm=1.0 | lr=1e-06\n" for i, x in enumerate([1, 1, 1, 1, 1, 1, 9]))
+    assert run(p, ENGINE + moving)[0]["root_cause"] is None
+    assert run(p, ENGINE + "sample 3: reward=nan, length=12\n")[0]["root_cause"] is None
+
+
 def test_only_a_wrapper_is_chosen_when_nothing_else_is_there(pb):
     v, _ = run(pb, "ray.exceptions.RayTaskError(TimeoutError): ray::RolloutManager.generate() (pid=1)\n")
     assert v["root_cause"]["text"].startswith("ray.exceptions.RayTaskError(TimeoutError)")

@@ -22,13 +22,13 @@ from .findings import Finding, finding_from_block, finding_from_line, metric_fin
 from .framing import MIN_LINES, SAMPLE_LINES, learn
 from .gate import Gate, build_gate
 from .lines import Line, as_shown, canonical, clean, decode, make_line, peel, shown
-from .metrics import HISTORY, parse_metrics, violates
+from .metrics import GENERIC_WORDS, HISTORY, generic_metrics, parse_metrics, violates
 from .verdict import build_verdict
 
 WARNING = re.compile(r"\bWARN(?:ING)?\b|Warning: ")  # a boolean test: `\w*Warning: ` would crawl
 # Lines that any analysis may need, besides the playbook's own patterns.
 _EXTRA_GATES = [r"Traceback \(most recent call last\)", r"most recent call first", r'File "',
-                r"Error", r"Exception", r"Exit", r"Interrupt", r"WARN", r"Warning"]
+                r"Error", r"Exception", r"Exit", r"Interrupt", r"WARN", r"Warning", *GENERIC_WORDS]
 LAST = len(STAGES)
 _GATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # playbook -> {live marker ids: Gate}
 STALE_BLOCK_LINES = 64  # an open block with no continuation for this many lines is closed
@@ -36,6 +36,7 @@ CONTEXT_LINES = 8
 CHUNK_SAMPLE = 1 << 20  # bytes of a log's start its framing is learned from, at most
 TAIL_LINES = 20
 MAX_WARNINGS = 50
+ONE_LINE_RULES = ("nonfinite",)  # the metric rules a line of no playbook's shape is held to
 KNOWN_TEXT, KNOWN_MAX = 400, 4096  # texts whose facts are kept (short ones), how many (~2 MB)
 
 
@@ -213,7 +214,8 @@ class Analyzer:
         self._age_blocks(line.proc)
         if not consumed:
             update = self._stages(line, markers)
-            if (not metric or self._metrics(line)) and update:
+            generic = not metric and ("nan" in text or "NaN" in text or "inf" in text)  # GENERIC_WORDS, and Inf
+            if (not (metric or generic) or self._metrics(line, generic)) and update:
                 self.last_healthy_update = line.no
                 self.healthy_updates += 1
             if sigs:
@@ -274,10 +276,14 @@ class Analyzer:
                     self._events.append(Event("stage", line.no, line.text, no, {"marker": marker.id}))
         return update
 
-    def _metrics(self, line: Line) -> bool:
-        """Parse a metric line; False when a metric rule says the values are unhealthy."""
-        values = parse_metrics(line.text, self.pb.metric_keys)
-        if not values:
+    def _metrics(self, line: Line, generic: bool = False) -> bool:
+        """Parse a metric line; False when a metric rule says the values are unhealthy. A line of
+        no playbook's shape (`generic`, see metrics.GENERIC) is read when it holds a non-finite
+        value, held to the non-finite rules only and feeds no history: an evaluation's loss, a
+        sample's zero reward printed that way are not the training's, whose drift, zeros and
+        spread the other rules judge."""
+        values = generic_metrics(line.text, self.pb.metric_keys) if generic else parse_metrics(line.text, self.pb.metric_keys)
+        if not values or (generic and set(values) == {"step"}):
             return True
         self.metric_steps += 1
         for name, value in values.items():
@@ -287,12 +293,15 @@ class Analyzer:
         self._events.append(Event("metric", line.no, line.text, None, values))
         healthy = True
         for rule in self.pb.source.metric_rules:
+            if generic and rule.when not in ONE_LINE_RULES:
+                continue
             if rule.metric in values and violates(rule, values, self._history.get(rule.metric, ())):
                 self._add_finding(metric_finding(line, rule, values[rule.metric], self.context,
                                                   self.pb.origins.get(rule.id, "")))
                 healthy = False
-        for name, value in values.items():  # after the rules: a value is judged against the earlier ones
-            self._history.setdefault(name, deque(maxlen=HISTORY)).append(value)
+        if not generic:
+            for name, value in values.items():  # after the rules: a value is judged against the earlier ones
+                self._history.setdefault(name, deque(maxlen=HISTORY)).append(value)
         return healthy
 
     def _warning(self, line: Line) -> None:

@@ -12,6 +12,23 @@ _PAIR = re.compile(
 _STEP = re.compile(r"\b(?:step|iteration|global_step)\s*[:=]?\s*(\d+)")
 
 
+# A line of a shape no playbook names that reports training metrics: a key ending in loss, reward or
+# grad_norm with a number (OpenRLHF's tqdm postfix `policy_loss=0.01, kl=…`, slime's `rollout N: {…}`,
+# a trainer's own `step 3 | loss=nan | …`). It counts when it holds at least GENERIC_PAIRS pairs; the
+# analyzer reads one when it holds a non-finite value (GENERIC_WORDS: the gate lets those through).
+GENERIC = re.compile(r"""(?:^|[\s,{|(\[])['"]?(?:[\w.]+/)*\w*(?:loss|reward|grad_norm)['"]?\s*[:=]\s*"""
+                     r"""(?:np\.float\d+\(|tensor\()?[-+]?(?:\d|\.\d|nan|NaN|inf|Inf)""")
+GENERIC_PAIRS = 3
+GENERIC_WORDS = ("nan", "NaN")  # the gate's literals for them
+
+
+def generic_metrics(text: str, keys: dict[str, re.Pattern]) -> dict[str, float]:
+    """`parse_metrics` of a line of that shape (empty if it is not one)."""
+    if GENERIC.search(text) is None or sum(1 for _ in zip(range(GENERIC_PAIRS), _PAIR.finditer(text))) < GENERIC_PAIRS:
+        return {}
+    return parse_metrics(text, keys)
+
+
 def parse_metrics(text: str, keys: dict[str, re.Pattern]) -> dict[str, float]:
     """Canonical metrics of one line (`loss`, `grad_norm`, `score_mean`, …) plus `step`."""
     out: dict[str, float] = {}
