@@ -120,6 +120,7 @@ def test_errors_of_a_class_get_its_category_however_the_library_words_them():
     p = load_playbook(None)
     for line, category in [("./run_grpo.sh: line 12:  4123 Killed                  python3 -m verl.trainer.main_ppo", "oom"),
                            ("srun: error: gpu-node-12: task 3: Killed", "oom"),
+                           ("Killed", "oom"),
                            ("[launcher] worker 3 exited with code 137", "oom"),
                            ("aiohttp.client_exceptions.ClientConnectorError: Cannot connect to host 127.0.0.1:30000 "
                             "ssl:default [Connect call failed ('127.0.0.1', 30000)]", "network_proxy"),
