@@ -114,7 +114,7 @@ def test_an_unmatched_error_gets_the_category_of_its_family():
 
 def test_errors_of_a_class_get_its_category_however_the_library_words_them():
     """Classes, each worded by several libraries: a process killed by SIGKILL (the host's OOM
-    killer) as a shell, a launcher or a container runtime reports it; a connection no client could
+    killer) as a shell, a launcher or a container runtime reports it, or dead of its own fault; a connection no client could
     open; a communicator torn down; a model type the installed library does not know; a path the
     run may not use; an HTTP client's timeout (a type that ends in Timeout, not Error)."""
     p = load_playbook(None)
@@ -141,7 +141,14 @@ def test_errors_of_a_class_get_its_category_however_the_library_words_them():
                            ("RuntimeError: Triton Error [CUDA]: out of resource: shared memory, Required: 131072, "
                             "Hardware limit: 101376", "device_runtime_error"),
                            ("RuntimeError: Function 'LogSoftmaxBackward0' returned nan values in its 0th output.",
-                            "precision_dtype")]:
+                            "precision_dtype"),
+                           # a native library's death: the shell's report of the signal, glibc's heap
+                           # check, a C++ exception escaping (its `what():` names the class), a Rust panic
+                           ("Illegal instruction (core dumped)", "other"),
+                           ("double free or corruption (!prev)", "other"),
+                           ("terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc", "oom"),
+                           ("thread 'tokio-runtime-worker' panicked at src/router.rs:412:41:\n"
+                            "called `Option::unwrap()` on a `None` value", "other")]:
         v, _ = run(p, ENGINE + line + "\n")
         assert (line, v["outcome"], (v["root_cause"] or {}).get("category")) == (line, "crash", category)
 

@@ -150,7 +150,8 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
         # call known; the frames above it are the caller's, waiting in ray.get
         named = RAY_METHOD.findall(line.text) if sig is not None and sig.role == "wrapper" else []
         _place_in(f, pb, blk, seg, exc, line.text, named)
-    if f.category == "other" and sig is None:  # the rest of a message of several lines may say more
+    if f.category == "other" and (sig is None or sig.role == "wrapper"):  # the rest of a message of several lines
+        # may say more (a wrapper's own words say little: `terminate called …` then `what():  std::bad_alloc`)
         f.category = next((c for ln, _ in zone if ln is not line
                            and (c := fallback_category(pb, exc, ln.text)) != "other"), "other")
     if f.category == "other" and sig is None and seg is not None:
