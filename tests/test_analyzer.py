@@ -114,9 +114,10 @@ def test_an_unmatched_error_gets_the_category_of_its_family():
 
 def test_errors_of_a_class_get_its_category_however_the_library_words_them():
     """Classes, each worded by several libraries: a process killed by SIGKILL (the host's OOM
-    killer) as a shell, a launcher or a container runtime reports it, or dead of its own fault; a connection no client could
-    open; a communicator torn down; a model type the installed library does not know; a path the
-    run may not use; an HTTP client's timeout (a type that ends in Timeout, not Error)."""
+    killer) as a shell, a launcher or a container runtime reports it, or dead of its own fault; a
+    connection no client could open; a communicator torn down; a model type the installed library
+    does not know; a path the run may not use; an HTTP client's timeout (a type that ends in
+    Timeout, not Error); NaN reports; a Ray node lost; CUDA in a forked child."""
     p = load_playbook(None)
     for line, category in [("./run_grpo.sh: line 12:  4123 Killed                  python3 -m verl.trainer.main_ppo", "oom"),
                            ("srun: error: gpu-node-12: task 3: Killed", "oom"),
