@@ -259,6 +259,21 @@ def test_a_finished_bar_or_one_naming_no_phase_says_nothing(pb):
     assert done["failed_stage"] != 5 and looping["failed_stage"] != 5
 
 
+def test_a_bar_s_prose_names_its_phase_but_not_over_the_failing_process(pb):
+    """A bar's description is prose: `Generating sequences`, vLLM's `Processed prompts` count a
+    generation. It places a failure nothing else places; a failure whose process names its stage
+    (a reward worker's, while the next batch generates) keeps that stage."""
+    union = load_playbook(None)
+    tb = ['  File "/srv/tinyrl/launch.py", line 12, in <module>', "    main()",
+          '  File "/srv/tinyrl/launch.py", line 9, in main', "    ray.get(job.go.remote(cfg))"]
+    for bar in ("Processed prompts:  19%|█▉        | 24/128 [00:19<00:39,  2.65it/s]",
+                "Generating sequences:  40%|████      | 2/5 [00:09<00:14, 4.6s/it]"):
+        assert verdict_of(union, [bar + "Traceback (most recent call last):", *tb])["failed_stage"] == 2, bar
+    log = ["(pid=5) Processed prompts:  19%|█▉        | 24/128 [00:19<00:39,  2.65it/s]",
+           "(RewardWorker pid=9) ValueError: no boxed answer in completion 2"]
+    assert verdict_of(union, log)["failed_stage"] == 5
+
+
 def test_a_paste_that_starts_and_stops_inside_a_traceback_is_a_crash_there(pb):
     """A paste of frames only (no head, no exception: cut on both sides) that the log ends in is
     the failure the reporter saw; its innermost statement is what is known of it. A log viewer's

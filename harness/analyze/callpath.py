@@ -85,10 +85,21 @@ def _stage(pb: Playbook, words: tuple[str, ...]) -> tuple[int, str] | None:
 
 
 def named_stage(pb: Playbook, name: str) -> int | None:
-    """The stage of work a phrase names (`Compute log probs`: training_data), neither set-up
-    (loading is also what a weight sync does) nor a whole loop."""
-    found = _stage(pb, name_words(name))
+    """The stage of work a phrase of prose names (a progress bar's `Compute log probs`:
+    training_data; `Generating sequences`, its verb's `-ing` read as the verb: completion), neither
+    set-up (loading is also what a weight sync does) nor a whole loop."""
+    found = _stage(pb, tuple(_verb(pb, w) for w in name_words(name)))
     return found[0] if found is not None and not found[1] else None
+
+
+def _verb(pb: Playbook, word: str) -> str:
+    """`generating` → `generate`, `scoring` → `score` when the stage words know that verb."""
+    if len(word) > 5 and word.endswith("ing"):
+        known = {w for phrase, _, _ in pb.stage_words for w in phrase}
+        for verb in (word[:-3] + "e", word[:-3]):
+            if verb in known:
+                return verb
+    return word
 
 
 def _contains(words: tuple[str, ...], phrase: tuple[str, ...]) -> bool:

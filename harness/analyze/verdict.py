@@ -144,11 +144,13 @@ def bar_stage(pb, lines: list[str]) -> tuple[int, int] | None:
     return None
 
 
-def phase_under_way(an, line_no: int, lines: list[str]) -> int | None:
+def phase_under_way(an, line_no: int, lines: list[str], named: int | None = None) -> int | None:
     """The stage under way at `line_no`: the phase begun last, by a `during` marker (`under_way`)
-    or by a progress bar still counting among `lines`, the lines up to it."""
+    or by a progress bar still counting among `lines`, the lines up to it. A bar does not
+    override a stage `named` by the failing process or its callers: phases overlap (an async
+    pipeline scores one batch while it generates the next, its bars interleaved)."""
     stage = under_way(an, line_no)
-    bar = bar_stage(an.pb, lines)
+    bar = bar_stage(an.pb, lines) if named is None else None
     if bar is not None and (stage is None or line_no - bar[1] > an.entered[stage]):
         return bar[0]
     return stage
@@ -165,7 +167,7 @@ def build_verdict(an, now: float | None) -> dict:
         stage = root.stage
         if stage is None or root.by_context or root.guessed:  # a stage under way says more than a process's
             # name, the callers or a training loop
-            stage = phase_under_way(an, root.line_no, root.context + root.lines[:1]) or stage
+            stage = phase_under_way(an, root.line_no, root.context + root.lines[:1], stage) or stage
         # the lifecycle bounds only a stage nothing names or a loop's guess: a path's or a signature's stands
         floor = first_pass(an.reached, root.line_no) if stage is None or root.guessed else 0
         failed = lifecycle_stage(stage, top, floor)
