@@ -108,14 +108,15 @@ class BlockAssembler:
             self._add(blk, line)
             return [], True
         closed, consumed = self._feed(line, matched)
-        if not consumed and GLUED_HEAD.match(line.text):
+        if not consumed and line.text.endswith("(most recent call last):") and GLUED_HEAD.match(line.text):
             self.glued = line
         return closed, consumed
 
     def _feed(self, line: Line, matched: bool) -> tuple[list[Block], bool]:
         text = line.text
         blk = self.open.get(line.proc)
-        if IPY_HEAD.match(text) and (blk is None or blk.state == "after_exc"):  # a chained one continues it
+        if (text.endswith("(most recent call last)") and IPY_HEAD.match(text)
+                and (blk is None or blk.state == "after_exc")):  # a chained one continues the block
             blk = blk or self.open.setdefault(line.proc, Block(line.proc, line.no))
             blk.ipython, blk.state = True, "frames"
             self._add(blk, line)
