@@ -214,7 +214,8 @@ class Analyzer:
         self._age_blocks(line.proc)
         if not consumed:
             update = self._stages(line, markers)
-            generic = not metric and ("nan" in text or "NaN" in text or "inf" in text)  # GENERIC_WORDS, and Inf
+            # a line of no playbook's shape is read when it may hold a non-finite value (metrics.GENERIC)
+            generic = not metric and ("nan" in text or "NaN" in text or "inf" in text)
             if (not (metric or generic) or self._metrics(line, generic)) and update:
                 self.last_healthy_update = line.no
                 self.healthy_updates += 1
@@ -282,7 +283,7 @@ class Analyzer:
         value, held to the non-finite rules only and feeds no history: an evaluation's loss, a
         sample's zero reward printed that way are not the training's, whose drift, zeros and
         spread the other rules judge."""
-        values = generic_metrics(line.text, self.pb.metric_keys) if generic else parse_metrics(line.text, self.pb.metric_keys)
+        values = (generic_metrics if generic else parse_metrics)(line.text, self.pb.metric_keys)
         if not values or (generic and set(values) == {"step"}):
             return True
         self.metric_steps += 1

@@ -34,7 +34,7 @@ LOOSE_EXC = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Except
 SIGNATURE_LINE = re.compile(r"(?P<type>)(?P<inner>)")  # any line a signature matched: its exception type is unknown
 RAY_METHOD = re.compile(r"ray::(?:[\w.<>-]+:)?((?:[\w<>]+\.)?\w+\(\))")
 CARETS = re.compile(r"^\s*[~^]+[~^ ]*$")  # Python 3.11's markers under a frame's source line
-PANEL = ("│", "╰", "└")
+PANEL = ("│", "╰", "└")  # the rest of a rich traceback's panel (lines.py: unbox): its code context, its border
 # IPython's tracebacks (a notebook's, `ipython -c`; IPython.core.ultratb): the head names the exception
 # type first, each frame is `File path:N, in Class.func(args)` or `Cell In[k], line N`, its code shown
 # with numbered context lines and the running one marked `---->` (`-->`, `->` as numbers widen).
@@ -42,7 +42,7 @@ IPY_HEAD = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*\s{2,}Traceback \(most r
 IPY_FRAME = re.compile(r"^(?:File (?P<path>.+?):(?P<no>\d+)|Cell In\[(?P<cell>\d+)\], line (?P<cno>\d+))"
                        r"(?:, in (?P<func>[\w.<>]+))?")
 IPY_CODE = re.compile(r"^-*> +\d+ (?P<code>.*)$")
-IPY_CONTEXT = re.compile(r"^\s+\d+ |^\s*\.\.\.$|^'Could not get source")  # the rest of a rich traceback's panel (lines.py: unbox): its code context, its border
+IPY_CONTEXT = re.compile(r"^\s+\d+ |^\s*\.\.\.$|^'Could not get source")
 # A traceback's head printed at the end of another line: a progress bar redrawn with `\r` and no
 # newline (tqdm writes `\r` + bar and ends the line only when it closes) leaves the cursor at the
 # bar's end, so whatever another process or thread writes next lands on the bar's line.
@@ -232,7 +232,7 @@ def _ipython(line: Line) -> Line | None:
     text = line.text
     if m := IPY_FRAME.match(text):
         path = m["path"] or f"<cell In[{m['cell']}]>"
-        func = (m["func"] or "<module>").rsplit(".", 1)[-1] if m["func"] != "<module>" else "<module>"
+        func = (m["func"] or "<module>").rsplit(".", 1)[-1]  # `Trainer.train`, `f.<locals>.g`: the function
         text = f'  File "{path}", line {m["no"] or m["cno"]}, in {func}'
     elif m := IPY_CODE.match(text):
         text = "    " + m["code"].strip()

@@ -24,7 +24,7 @@ GENERIC_WORDS = ("nan", "NaN")  # the gate's literals for them
 
 def generic_metrics(text: str, keys: dict[str, re.Pattern]) -> dict[str, float]:
     """`parse_metrics` of a line of that shape (empty if it is not one)."""
-    if GENERIC.search(text) is None or sum(1 for _ in zip(range(GENERIC_PAIRS), _PAIR.finditer(text))) < GENERIC_PAIRS:
+    if GENERIC.search(text) is None or len(_PAIR.findall(text)) < GENERIC_PAIRS:
         return {}
     return parse_metrics(text, keys)
 
