@@ -1,6 +1,8 @@
 """The stage read from a failure's call path, with the shipped playbook, on tracebacks written for
 the test (invented names: no framework's own log)."""
 
+import sys
+
 import pytest
 
 from harness.analyze import Analyzer
@@ -350,6 +352,8 @@ def test_an_exception_group_is_rooted_in_the_sub_exception_it_carries(pb):
     """asyncio.TaskGroup (anyio's too) raises an ExceptionGroup; Python prints each sub-exception's
     traceback inside it behind a `| ` margin. Printed here by Python itself: the group is a wrapper,
     the sub-exception the root, placed by its own frames."""
+    if sys.version_info < (3, 11):
+        pytest.skip("asyncio.TaskGroup and ExceptionGroup are Python 3.11's")
     import asyncio
     import traceback
 
