@@ -149,7 +149,26 @@ def test_errors_of_a_class_get_its_category_however_the_library_words_them():
                            ("double free or corruption (!prev)", "other"),
                            ("terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc", "oom"),
                            ("thread 'tokio-runtime-worker' panicked at src/router.rs:412:41:\n"
-                            "called `Option::unwrap()` on a `None` value", "other")]:
+                            "called `Option::unwrap()` on a `None` value", "other"),
+                           # set-up the run is missing: credentials, a runtime env, a pad token; an
+                           # environment built for another toolchain; a GPU without bf16; collectives
+                           # that differ between ranks; turns that do not fit a chat template
+                           ("huggingface_hub.errors.GatedRepoError: 403 Client Error. (Request ID: Root=1-abc)",
+                            "config_mismatch"),
+                           ("openai.AuthenticationError: Error code: 401 - {'error': {'message': 'Incorrect API key "
+                            "provided'}}", "config_mismatch"),
+                           ("ray.exceptions.RuntimeEnvSetupError: Failed to set up runtime environment.", "config_mismatch"),
+                           ("ValueError: Asking to pad but the tokenizer does not have a padding token.", "config_mismatch"),
+                           ("OSError: libcudart.so.12: cannot open shared object file: No such file or directory",
+                            "version_incompat"),
+                           ("RuntimeError: Error building extension 'fused_adam'", "version_incompat"),
+                           ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0.",
+                            "precision_dtype"),
+                           ("RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running "
+                            "collective: CollectiveFingerPrint(OpType=ALLREDUCE)", "distributed_comm_hang"),
+                           ("jinja2.exceptions.TemplateError: Conversation roles must alternate user/assistant/...",
+                            "data_format"),
+                           ("[ERROR] failed (exitcode: -6) local_rank: 0 (pid: 1234) of binary: /usr/bin/python3", "other")]:
         v, _ = run(p, ENGINE + line + "\n")
         assert (line, v["outcome"], (v["root_cause"] or {}).get("category")) == (line, "crash", category)
 
