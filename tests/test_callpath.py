@@ -20,11 +20,16 @@ def pb():
     return load_playbook("base")
 
 
-def verdict_of(pb, lines):
+def analyzed(pb, lines):
+    """The verdict on a test log, and the analyzer that read it (its findings)."""
     a = Analyzer(pb)
     a.feed(("\n".join(lines) + "\n").encode())
     a.finish()
-    return a.verdict()
+    return a.verdict(), a
+
+
+def verdict_of(pb, lines):
+    return analyzed(pb, lines)[0]
 
 
 def stage_of(pb, lines):
@@ -338,10 +343,7 @@ def test_a_rich_traceback_reads_as_python_prints_one(pb):
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("╭") and any("❱" in x for x in lines)  # the panel as rich draws it
     for log in (lines, [f"(TaskRunner pid=7) {x}" for x in lines]):
-        a = Analyzer(pb)
-        a.feed(("\n".join(log) + "\n").encode())
-        a.finish()
-        v = a.verdict()
+        v, a = analyzed(pb, log)
         assert (v["outcome"], v["failed_stage"]) == ("crash", 6), v["root_cause"]  # compute_advantages
         assert v["root_cause"]["text"] == "ZeroDivisionError: float division by zero"
         kept = next(iter(a.findings.values())).lines
@@ -399,10 +401,7 @@ def test_an_ipython_traceback_reads_as_python_prints_one(pb):
     """A notebook's traceback (TRL and Unsloth runs in Colab): its frames and running statements
     place it, its numbered context lines are not kept; pasted in the middle of other output too."""
     for log in (IPYTHON_TB, ["{'loss': 0.12, 'grad_norm': 0.5, 'epoch': 0.1}"] + IPYTHON_TB):
-        a = Analyzer(pb)
-        a.feed(("\n".join(log) + "\n").encode())
-        a.finish()
-        v = a.verdict()
+        v, a = analyzed(pb, log)
         assert (v["outcome"], v["failed_stage"]) == ("crash", 5), v["root_cause"]  # score_rollouts
         assert v["root_cause"]["text"] == "ValueError: no boxed answer in 'The answer is 4.'"
         kept = next(iter(a.findings.values())).lines
