@@ -156,6 +156,12 @@ def phase_under_way(an, line_no: int, lines: list[str], named: int | None = None
     return stage
 
 
+def silent_stage(an, top: int) -> int:
+    """The stage a run that went silent hangs in: the phase under way at its end (a during
+    marker, a bar still counting), else the one after the last passed (`top`)."""
+    return phase_under_way(an, an.line_no + 1, an.tail) or min(top + 1, len(STAGES))
+
+
 def build_verdict(an, now: float | None) -> dict:
     findings = sorted(an.findings.values(), key=lambda f: f.line_no)
     healthy_update = an.last_healthy_update
@@ -178,7 +184,7 @@ def build_verdict(an, now: float | None) -> dict:
         lsp = top
         timeout = an.pb.timeouts.get(top + 1)
         if now is not None and an.last_ts is not None and timeout and now - an.last_ts > timeout:
-            outcome, failed = "hang", phase_under_way(an, an.line_no + 1, an.tail) or min(top + 1, len(STAGES))
+            outcome, failed = "hang", silent_stage(an, top)
             root = silence(an, now - an.last_ts, failed)
         elif an.line_no == 0:
             outcome = "unknown"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..analyze import Analyzer
-from ..analyze.verdict import GUESSED, SILENCE, silence, under_way
+from ..analyze.verdict import GUESSED, SILENCE, silence, silent_stage
 from ..analyze.timeorder import merge
 from ..chain import STAGES
 from ..errors import HostUnreachable
@@ -225,7 +225,7 @@ def _hung(an: Analyzer, now: float, stall: float) -> dict:
     with its last line for the root cause (see `analyze.verdict.silence`)."""
     v = an.verdict(now)
     if v["outcome"] in ("running", "unknown"):
-        nxt = under_way(an, an.line_no + 1) or min(v["last_stage_passed"] + 1, len(v["stages"]))
+        nxt = silent_stage(an, v["last_stage_passed"])
         rc = silence(an, now - (an.last_ts or now), nxt).to_dict() | {"stage": v["stages"][nxt - 1]["name"]}
         v = {**v, "outcome": "hang", "failed_stage": nxt, "root_cause": rc}
         v["stages"] = [{**s, "status": "failed", "line_no": rc["line_no"], "evidence": rc["text"]} if i == nxt else s
