@@ -40,3 +40,36 @@ def test_results_and_timeouts_are_as_asyncio_s():
             await asyncio.sleep(1)
         assert await aio.wait_for(asyncio.sleep(0, "y"), 1) == "y"
     asyncio.run(main())
+
+
+def test_a_cancel_lands_inside_the_work():
+    """The work runs in the caller's task, so a cancel is raised inside it, where a recorded call
+    marks itself cut short; raised after the work (asyncio.wait_for's own task), the call looked
+    whole and the replay of a stopped session diverged."""
+    async def main():
+        seen, answer = [], asyncio.get_running_loop().create_future()
+
+        async def work():
+            try:
+                seen.append(await answer)
+            except asyncio.CancelledError:
+                seen.append("cancelled inside")
+                raise
+        caller = asyncio.create_task(aio.wait_for(work(), 10))
+        for _ in range(3):
+            await asyncio.sleep(0)  # the caller is in the call, the work awaits its answer
+        answer.set_result("answered")  # the answer comes ...
+        caller.cancel()  # ... as the caller is cancelled
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        return seen
+    assert asyncio.run(main()) == ["cancelled inside"]
+
+def test_a_timeout_after_a_caught_cancel_is_a_timeout():
+    async def main():
+        asyncio.current_task().cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.sleep(1)
+        with pytest.raises(asyncio.TimeoutError):
+            await aio.wait_for(asyncio.sleep(5), 0.01)
+    asyncio.run(main())
