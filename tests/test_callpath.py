@@ -1,6 +1,7 @@
 """The stage read from a failure's call path, with the shipped playbook, on tracebacks written for
 the test (invented names: no framework's own log)."""
 
+import subprocess
 import sys
 
 import pytest
@@ -449,3 +450,26 @@ def test_a_block_of_wrappers_only_is_rooted_in_its_innermost():
     stage, text = stage_of(load_playbook("verl"), log)
     assert text.startswith("The actor is dead because its worker process has died")
     assert stage == 2
+
+
+def _type_error(source: str) -> str:
+    """The last line Python prints for `source`, which fails on a call's arguments."""
+    r = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True)
+    return r.stderr.strip().splitlines()[-1]
+
+
+def test_the_function_a_call_could_not_enter_is_the_innermost_call(pb):
+    """Python's argument errors name the function called (3.10+ with its class): the failure is
+    that call's, where the frames that made it are cut away or say nothing."""
+    missing = _type_error("def accuracy_reward(completions, solution): pass\naccuracy_reward(['x'])")
+    assert missing.startswith("TypeError: accuracy_reward() missing 1 required positional argument")
+    assert stage_of(pb, ["step 3 started", missing]) == (5, missing)  # logged alone: the reward's call
+    method = _type_error("class Rollout:\n def generate_sequences(self, batch): pass\nRollout().generate_sequences(1, 2)")
+    relay = ["Traceback (most recent call last):",
+             '  File "/srv/tinyrl/worker.py", line 40, in execute',
+             "    return fn(*args, **kwargs)", method]
+    assert stage_of(pb, relay)[0] == 2  # generate_sequences: completion
+    # other TypeErrors name no call: the frames place them as before
+    other = ["Traceback (most recent call last):", '  File "/srv/tinyrl/worker.py", line 40, in execute',
+             "    return fn(*args, **kwargs)", "TypeError: unsupported operand type(s) for +: 'int' and 'str'"]
+    assert stage_of(pb, other)[0] != 2

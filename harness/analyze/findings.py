@@ -4,6 +4,7 @@ count). Built from an error block, a single matching line, or an unhealthy metri
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..chain import STAGE_NO
@@ -149,7 +150,7 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
         # ray::RewardModel.get_rewards()`: the worker died): the method it names is the innermost
         # call known; the frames above it are the caller's, waiting in ray.get
         named = RAY_METHOD.findall(line.text) if sig is not None and sig.role == "wrapper" else []
-        _place_in(f, pb, blk, seg, exc, line.text, named)
+        _place_in(f, pb, blk, seg, exc, line.text, named + callee(seg.exc_text if seg else line.text))
     if f.category == "other" and (sig is None or sig.role == "wrapper"):  # the rest of a message of several lines
         # may say more (a wrapper's own words say little: `terminate called …` then `what():  std::bad_alloc`)
         f.category = next((c for ln, _ in zone if ln is not line
@@ -190,6 +191,22 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
                 context=blk.context, role="cause" if head else "downstream")
     _place_in(f, pb, blk, seg, "", "")
     return f
+
+
+# The function a call failed to enter, named by the interpreter's argument errors (CPython
+# Python/ceval.c and Objects/call.c: `f() missing 1 required positional argument: 'x'`,
+# `f() got an unexpected keyword argument 'x'`, `f() takes 2 positional arguments but 3 were
+# given`, `f() got multiple values for argument 'x'`; 3.10+ print the qualified name,
+# `Trainer.step()`): the innermost call of the failure, where its frames may be cut away.
+CALLEE = re.compile(r"\bTypeError: ([A-Za-z_][\w.<>]*\(\)) (?:missing \d+ required|got an unexpected keyword"
+                    r"|takes (?:from )?\d+|got multiple values|got some positional-only)")
+
+
+def callee(text: str) -> list[str]:
+    """The function a TypeError of a call's arguments names (`accuracy_reward()`), as a Ray method
+    is named: `name()` or `Class.name()`."""
+    m = CALLEE.search(text)
+    return [".".join(m[1].split(".")[-2:])] if m else []
 
 
 def _place_in(f: Finding, pb: Playbook, blk: Block, seg, exc: str, text: str, named: tuple | list = ()) -> None:
