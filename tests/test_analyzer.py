@@ -173,6 +173,24 @@ def test_errors_of_a_class_get_its_category_however_the_library_words_them():
         assert (line, v["outcome"], (v["root_cause"] or {}).get("category")) == (line, "crash", category)
 
 
+def test_a_monitored_barrier_s_original_exception_is_how_the_wait_ended():
+    """torch's monitoredBarrier wraps the transport's error after `Original exception:`: a rank that
+    waited on rank 0 is rooted in the gloo wait that timed out; rank 0's report, whose original
+    exception only says the peer left, keeps its own line, which names the rank that failed."""
+    p = load_playbook(None)
+    waited = ["[rank3]: RuntimeError: Rank 3 successfully reached monitoredBarrier, but received errors while "
+              "waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank.",
+              "[rank3]:  Original exception: ",
+              "[rank3]: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:133] Timed out waiting 600000ms "
+              "for recv operation to complete"]
+    v, _ = run(p, ENGINE + "\n".join(waited) + "\n")
+    assert (v["root_cause"]["text"], v["root_cause"]["category"]) == (waited[2][9:], "distributed_comm_hang")
+    rank0 = ["RuntimeError: [Rank 0]: Rank 1 failed to pass monitoredBarrier in 2000 ms", " Original exception: ",
+             "[gloo/transport/tcp/pair.cc:598] Connection closed by peer [::1]:8594"]
+    v, _ = run(p, ENGINE + "\n".join(rank0) + "\n")
+    assert (v["root_cause"]["text"], v["root_cause"]["category"]) == (rank0[0], "distributed_comm_hang")
+
+
 def test_an_fp16_loss_scale_below_one_is_a_run_that_learns_nothing():
     """Apex/Megatron and DeepSpeed halve the fp16 loss scale on each overflow: at a sane scale that
     is the scaler finding its level; below 1 every step overflows and is skipped."""
