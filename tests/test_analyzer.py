@@ -168,6 +168,14 @@ def test_errors_of_a_class_get_its_category_however_the_library_words_them():
                             "collective: CollectiveFingerPrint(OpType=ALLREDUCE)", "distributed_comm_hang"),
                            ("jinja2.exceptions.TemplateError: Conversation roles must alternate user/assistant/...",
                             "data_format"),
+                           # batch arithmetic and devices the configuration asks for
+                           ("ValueError: The global train batch size (3 x 1) must be evenly divisible by the number of "
+                            "generations per prompt (4).", "config_mismatch"),
+                           ("AssertionError: Check batch related parameters. train_batch_size is not equal to "
+                            "micro_batch_per_gpu * gradient_acc_step * world_size 256 != 4 * 8 * 4", "config_mismatch"),
+                           ("ValueError: Total available GPUs 4 is less than total desired GPUs 8", "config_mismatch"),
+                           ("ValueError: The number of required GPUs exceeds the total number of available GPUs in the "
+                            "placement group.", "config_mismatch"),
                            ("[ERROR] failed (exitcode: -6) local_rank: 0 (pid: 1234) of binary: /usr/bin/python3", "other")]:
         v, _ = run(p, ENGINE + line + "\n")
         assert (line, v["outcome"], (v["root_cause"] or {}).get("category")) == (line, "crash", category)
