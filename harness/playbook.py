@@ -367,6 +367,7 @@ class Playbook:
     match: Matchers  # groups: marker -> (stage no, Pattern), signature, noise, metric_line
     stage_hints: list[tuple[StageHint, re.Pattern]]
     stage_words: list[tuple[tuple[str, ...], int, str]] = field(default_factory=list)  # phrase, stage, kind ("", weak, loop); longest first
+    stage_vocab: frozenset[str] = frozenset()  # every word of the stage words' phrases
     plumbing: re.Pattern | None = None
     categories: list[tuple[str, re.Pattern, int | None]] = field(default_factory=list)  # category, regex, stage
     frame_categories: list[tuple[str, re.Pattern]] = field(default_factory=list)  # category, regex on frames
@@ -398,6 +399,7 @@ def name_words(name: str) -> tuple[str, ...]:
 
 def compile_playbook(pb: PlaybookFile, origins: dict[str, str] | None = None) -> Playbook:
     stage_no = {s: i + 1 for i, s in enumerate(STAGES)}
+    phrases = [name_words(w) for sw in pb.stage_words for w in sw.words]
     return Playbook(
         source=pb,
         prefixes=[re.compile(p.regex) for p in pb.prefixes],
@@ -410,6 +412,7 @@ def compile_playbook(pb: PlaybookFile, origins: dict[str, str] | None = None) ->
         stage_words=sorted(((name_words(w), stage_no[sw.stage], "weak" if sw.weak else "loop" if sw.loop else "")
                             for sw in pb.stage_words for w in sw.words),
                            key=lambda x: -len(x[0])),
+        stage_vocab=frozenset(w for phrase in phrases for w in phrase),
         plumbing=re.compile("|".join(f"(?:{p.regex})" for p in pb.plumbing)) if pb.plumbing else None,
         categories=[(c.category, re.compile(c.regex), stage_no[c.stage] if c.stage else None)
                     for c in pb.categories if c.scope == "message"],

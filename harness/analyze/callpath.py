@@ -95,9 +95,8 @@ def named_stage(pb: Playbook, name: str) -> int | None:
 def _verb(pb: Playbook, word: str) -> str:
     """`generating` → `generate`, `scoring` → `score` when the stage words know that verb."""
     if len(word) > 5 and word.endswith("ing"):
-        known = {w for phrase, _, _ in pb.stage_words for w in phrase}
         for verb in (word[:-3] + "e", word[:-3]):
-            if verb in known:
+            if verb in pb.stage_vocab:
                 return verb
     return word
 
