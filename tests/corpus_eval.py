@@ -1,7 +1,7 @@
 """Score the analyzer on the labelled real-world corpora: ../shared/corpus/realworld, realworld2,
-realworld3 and the cases collected for this repository in tests/corpus/realworld4, realworld5,
-realworld6 and realworld7 (5, 6 and 7: held out — scored before any rule was written with them in
-view; 7 collected while the release's mechanisms were written, and never looked into).
+realworld3 and the cases collected for this repository in tests/corpus/realworld4 to realworld8
+(5 to 8: held out — scored before any rule was written with them in view; 7 and 8 collected while
+a release's mechanisms were written; 8 never looked into).
 
     python tests/corpus_eval.py            # the per-case table and the shares per split
     python tests/corpus_eval.py --lofo     # leave-one-framework-out: each framework's cases scored
@@ -38,7 +38,7 @@ SHARED = Path(os.environ.get("HARNESS_SHARED", ROOT.parent / "shared"))
 CORPORA = {"realworld": SHARED / "corpus" / "realworld", "realworld2": SHARED / "corpus" / "realworld2",
            "realworld3": SHARED / "corpus" / "realworld3", "realworld4": ROOT / "tests" / "corpus" / "realworld4",
            "realworld5": ROOT / "tests" / "corpus" / "realworld5", "realworld6": ROOT / "tests" / "corpus" / "realworld6",
-           "realworld7": ROOT / "tests" / "corpus" / "realworld7"}
+           "realworld7": ROOT / "tests" / "corpus" / "realworld7", "realworld8": ROOT / "tests" / "corpus" / "realworld8"}
 AFTER = 7 * 86400  # seconds after a case's log stopped that it is examined
 KEYS = ("stage", "category", "digest", "chosen", "outcome")
 _REF = re.compile(r"corpus/(realworld\d?)/(\d+)")
