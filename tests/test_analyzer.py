@@ -1,5 +1,7 @@
 """The analyzer's mechanics on small real-shaped logs, with a playbook written for the test."""
 
+import pprint
+
 import pytest
 
 from harness.analyze import Analyzer
@@ -231,6 +233,26 @@ def test_metrics_in_a_shape_no_playbook_names_are_held_to_their_own_values():
     moving = "".join(f"step {i} | loss={x} | grad_norm=1.0 | lr=1e-06\n" for i, x in enumerate([1, 1, 1, 1, 1, 1, 9]))
     assert run(p, ENGINE + moving)[0]["root_cause"] is None
     assert run(p, ENGINE + "sample 3: reward=nan, length=12\n")[0]["root_cause"] is None
+
+
+def test_a_dict_of_metrics_pprint_spread_over_lines_is_read_as_one(pb):
+    """pprint puts a dict wider than 80 columns one item per line: the lines are the step's metric
+    line (here rewards with no spread: a wrong result at the reward), whichever process's lines
+    come between, and one cut off by the log's end is read as far as it goes."""
+    metrics = {"loss": 0.0, "grad_norm": 1.93, "learning_rate": 9.79e-07, "completion_length": 748.1,
+               "rewards/accuracy_reward": 0.0, "rewards/format_reward": 0.0, "reward": 0.0, "reward_std": 0.0,
+               "epoch": 0.09}
+    printed = pprint.pformat(metrics, sort_dicts=False).splitlines()
+    assert len(printed) == len(metrics)  # one item per line, as pprint prints it
+    p = load_playbook(None)
+    other = "(Worker pid=9) INFO generating 64 prompts"
+    v, a = run(p, ENGINE + "\n".join(printed[:3] + [other] + printed[3:]) + "\n")
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["category"]) == ("wrong_result", 5, "reward_parsing")
+    assert v["root_cause"]["text"].startswith("{'loss': 0.0, 'grad_norm': 1.93,")
+    cut, _ = run(p, ENGINE + "\n".join(printed[:-1]) + "\n")  # the closing line never came
+    assert cut["root_cause"]["category"] == "reward_parsing"
+    healthy = pprint.pformat(metrics | {"reward": 0.5, "reward_std": 0.3}, sort_dicts=False)
+    assert run(p, ENGINE + healthy + "\n")[0]["root_cause"] is None
 
 
 def test_only_a_wrapper_is_chosen_when_nothing_else_is_there(pb):

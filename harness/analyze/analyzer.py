@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import weakref
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..chain import STAGES
 from ..playbook import Playbook
@@ -22,7 +22,7 @@ from .findings import Finding, finding_from_block, finding_from_line, metric_fin
 from .framing import MIN_LINES, SAMPLE_LINES, learn
 from .gate import Gate, build_gate
 from .lines import Line, as_shown, canonical, clean, decode, make_line, peel, shown
-from .metrics import GENERIC_WORDS, HISTORY, generic_metrics, parse_metrics, violates
+from .metrics import DICT_ITEM, DICT_LINES, DICT_OPEN, GENERIC_WORDS, HISTORY, generic_metrics, parse_metrics, violates
 from .verdict import build_verdict
 
 WARNING = re.compile(r"\bWARN(?:ING)?\b|Warning: ")  # a boolean test: `\w*Warning: ` would crawl
@@ -77,6 +77,7 @@ class Analyzer:
         self._since_block: dict[str, int] = {}
         self._events: list[Event] = []
         self._known: dict[str, tuple] = {}  # text -> _facts(text), for texts up to KNOWN_TEXT chars
+        self._dicts: dict[str, list[Line]] = {}  # proc -> the lines of a pprint'ed dict it is printing
         self.gate = self._gate()
 
     def _live(self, no: int, marker) -> bool:
@@ -144,6 +145,7 @@ class Analyzer:
         if self.pending:
             self._region(self.pending + b"\n")
             self.pending = b""
+        self._flush_dicts()
         for blk in self.blocks.close_all():
             blk.at_end = True
             self._block_closed(blk)
@@ -153,6 +155,7 @@ class Analyzer:
     def quiet(self) -> list[Event]:
         """The log has been quiet for a while (the caller's clock says so): close open error
         blocks, whose continuation would have come at once. Feeding may go on afterwards."""
+        self._flush_dicts()
         for blk in self.blocks.close_all():
             self._block_closed(blk)
         out, self._events = self._events, []
@@ -161,7 +164,7 @@ class Analyzer:
     def _region(self, region: bytes) -> None:
         pos, end = 0, len(region)
         while pos < end:
-            if self.gate is not None and not self.blocks.open:
+            if self.gate is not None and not self.blocks.open and not self._dicts:
                 start = self.gate.next_line(region, pos)
                 if start > pos:
                     skipped = region.count(b"\n", pos, start)
@@ -202,8 +205,13 @@ class Analyzer:
 
     # ------------------------------------------------------------------ one line
 
-    def _line(self, line: Line) -> None:
+    def _line(self, line: Line, gathered: bool = False) -> None:
+        if self._dicts and self._in_dict(line):
+            return
         text = line.text
+        if not gathered and DICT_OPEN.match(text):
+            self._dicts[line.proc] = [line]
+            return
         noise, sigs, markers, metric, warning = self._facts(text)
         if noise and not text.endswith("(most recent call last):"):  # a bar a traceback's head landed on
             self._keep(as_shown(line))  # context and tail hold noise too; the digest drops it
@@ -226,6 +234,28 @@ class Analyzer:
         elif line.proc in self.blocks.open and self.blocks.open[line.proc].start_no == line.no:
             self.blocks.open[line.proc].context = self.context
         self._keep(as_shown(line))
+
+    def _in_dict(self, line: Line) -> bool:
+        """Gather a pprint'ed dict's lines (DICT_OPEN): True if `line` was one of them. When it
+        closes, or a line of its process is no item of it, it is read as the one line it stands for."""
+        lines = self._dicts.get(line.proc)
+        if lines is None:
+            return False
+        item = DICT_ITEM.match(line.text) is not None
+        if item:
+            lines.append(line)
+        if not item or line.text.endswith("}") or len(lines) >= DICT_LINES:
+            self._read_dict(line.proc)
+        return item
+
+    def _read_dict(self, proc: str) -> None:
+        lines = self._dicts.pop(proc)
+        self._line(replace(lines[0], text=" ".join(ln.text.strip() for ln in lines)), gathered=True)
+
+    def _flush_dicts(self) -> None:
+        """The log ended or went quiet inside a pprint'ed dict: read what was gathered."""
+        for proc in list(self._dicts):
+            self._read_dict(proc)
 
     def _facts(self, text: str) -> tuple:
         """What the playbook's patterns say of a line's text — noise?, signatures, markers, a

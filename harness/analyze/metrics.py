@@ -22,6 +22,14 @@ GENERIC_PAIRS = 3
 GENERIC_WORDS = ("nan", "NaN")  # the gate's literals for them
 
 
+# A dict of metrics that Python's pprint spread over lines (wider than its 80 columns: one item per
+# line, the continuation lines indented by a space): its first line opens it, each item line
+# continues it, a line ending in `}` closes it. Read as the one line it stands for.
+DICT_OPEN = re.compile(r"""^\{['"][\w/@.\- ]+['"]: [-+]?(?:\d|\.\d|nan|inf)[^{}]*,$""")
+DICT_ITEM = re.compile(r"""^ ?['"][^'"]+['"]: [^{}]*(?:,|\})$""")
+DICT_LINES = 200  # a dict longer than this is no step's metrics: read what was gathered
+
+
 def generic_metrics(text: str, keys: dict[str, re.Pattern]) -> dict[str, float]:
     """`parse_metrics` of a line of that shape (empty if it is not one)."""
     if GENERIC.search(text) is None or len(_PAIR.findall(text)) < GENERIC_PAIRS:
