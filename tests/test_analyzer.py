@@ -255,6 +255,20 @@ def test_a_dict_of_metrics_pprint_spread_over_lines_is_read_as_one(pb):
     assert run(p, ENGINE + healthy + "\n")[0]["root_cause"] is None
 
 
+def test_ray_s_colour_codes_left_without_their_escape_byte_are_no_text():
+    """Ray colours a worker line's prefix (ESC[36m … ESC[0m); a copy that lost the ESC byte, or
+    shows it as U+FFFD, reads as the log Ray wrote: the same root, the same process."""
+    p = load_playbook(None)
+    clean = traceback("(WorkerDict pid=7, ip=10.0.0.2) ", "ValueError: Padding error!")
+    want, _ = run(p, ENGINE + clean)
+    for esc in ("", "\ufffd"):
+        copied = clean.replace("(WorkerDict", esc + "[36m(WorkerDict").replace("10.0.0.2) ", "10.0.0.2)" + esc + "[0m ")
+        assert "[36m" in copied and "[0m" in copied
+        got, a = run(p, ENGINE + copied)
+        assert got["root_cause"]["text"] == want["root_cause"]["text"] == "ValueError: Padding error!"
+        assert {pr for f in a.findings.values() for pr in f.procs} == {"10.0.0.2:7"}
+
+
 def test_only_a_wrapper_is_chosen_when_nothing_else_is_there(pb):
     v, _ = run(pb, "ray.exceptions.RayTaskError(TimeoutError): ray::RolloutManager.generate() (pid=1)\n")
     assert v["root_cause"]["text"].startswith("ray.exceptions.RayTaskError(TimeoutError)")
