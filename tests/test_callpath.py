@@ -473,3 +473,19 @@ def test_the_function_a_call_could_not_enter_is_the_innermost_call(pb):
     other = ["Traceback (most recent call last):", '  File "/srv/tinyrl/worker.py", line 40, in execute',
              "    return fn(*args, **kwargs)", "TypeError: unsupported operand type(s) for +: 'int' and 'str'"]
     assert stage_of(pb, other)[0] != 2
+
+
+def test_a_generation_engine_s_sampler_is_the_generation_a_dataloader_s_the_dispatch():
+    """`sampler` names a dataloader's part (torch.utils.data) and an engine's token sampling alike:
+    the engine's path says which."""
+    def log(path, func):
+        return ["Traceback (most recent call last):",
+                '  File "/srv/tinyrl/loop.py", line 12, in run_step',
+                "    out = step(batch)",
+                f'  File "/venv/lib/python3.11/site-packages/{path}", line 480, in {func}',
+                "    x = t.cpu()",
+                "RuntimeError: CUDA error: unspecified launch failure"]
+    union = load_playbook(None)
+    assert stage_of(union, log("vllm/v1/sample/sampler.py", "sample"))[0] == 2
+    assert stage_of(union, log("sglang/srt/layers/sampler.py", "forward"))[0] == 2
+    assert stage_of(union, log("torch/utils/data/sampler.py", "__iter__"))[0] == 3
