@@ -489,3 +489,21 @@ def test_a_generation_engine_s_sampler_is_the_generation_a_dataloader_s_the_disp
     assert stage_of(union, log("vllm/v1/sample/sampler.py", "sample"))[0] == 2
     assert stage_of(union, log("sglang/srt/layers/sampler.py", "forward"))[0] == 2
     assert stage_of(union, log("torch/utils/data/sampler.py", "__iter__"))[0] == 3
+
+
+def test_the_remote_frames_under_a_ray_wrapper_cut_short_are_inside_its_method(pb):
+    """Ray prints a failed task as its header, `RayTaskError(E): ray::Actor.method()`, then the
+    remote traceback: cut before its exception, those frames are the innermost call known."""
+    driver = ["Traceback (most recent call last):",
+              '  File "/srv/tinyrl/trainer.py", line 300, in fit',
+              "    out = self.workers.generate_sequences(batch)",
+              *RAY_GET,
+              "ray.exceptions.RayTaskError(ValueError): ray::WorkerGroup.actor_generate_sequences() (pid=91, ip=10.0.0.3)"]
+    remote = ['  File "/srv/tinyrl/workers.py", line 523, in generate_sequences',
+              "    old = self.actor.compute_log_prob(data=output)",
+              '  File "/srv/tinyrl/actor.py", line 389, in compute_log_prob',
+              "    _, lp = self._forward_micro_batch(mb)"]
+    union = load_playbook(None)
+    named = stage_of(union, driver)[0]  # the method named: a generation (verl's hint: its rollout)
+    assert named in (2, 4)
+    assert stage_of(union, driver + remote)[0] == 6  # what ran inside it: log-probs

@@ -150,6 +150,11 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
         # ray::RewardModel.get_rewards()`: the worker died): the method it names is the innermost
         # call known; the frames above it are the caller's, waiting in ray.get
         named = RAY_METHOD.findall(line.text) if sig is not None and sig.role == "wrapper" else []
+        if named and seg is not None:  # the remote frames Ray prints under its header, cut before their
+            # exception: they ran inside the method (ray/exceptions.py RayTaskError: header, then the
+            # remote traceback)
+            after = blk.segments[blk.segments.index(seg) + 1:]
+            named += [e for s in after if not s.exc_text for e in with_calls(pb, s.frames, s.code)]
         _place_in(f, pb, blk, seg, exc, line.text, named + callee(seg.exc_text if seg else line.text))
     if f.category == "other" and (sig is None or sig.role == "wrapper"):  # the rest of a message of several lines
         # may say more (a wrapper's own words say little: `terminate called …` then `what():  std::bad_alloc`)
