@@ -170,6 +170,11 @@ def test_errors_of_a_class_get_its_category_however_the_library_words_them():
                             "collective: CollectiveFingerPrint(OpType=ALLREDUCE)", "distributed_comm_hang"),
                            ("jinja2.exceptions.TemplateError: Conversation roles must alternate user/assistant/...",
                             "data_format"),
+                           # data that came out empty
+                           ("RuntimeError: cannot reshape tensor of 0 elements into shape [1, 0, -1, 128] because the "
+                            "unspecified dimension size -1 can be any value and is ambiguous", "data_format"),
+                           ("ValueError: num_samples should be a positive integer value, but got num_samples=0",
+                            "data_format"),
                            # batch arithmetic and devices the configuration asks for
                            ("ValueError: The global train batch size (3 x 1) must be evenly divisible by the number of "
                             "generations per prompt (4).", "config_mismatch"),
