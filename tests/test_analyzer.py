@@ -274,6 +274,28 @@ def test_ray_s_colour_codes_left_without_their_escape_byte_are_no_text():
         assert {pr for f in a.findings.values() for pr in f.procs} == {"10.0.0.2:7"}
 
 
+def test_wandb_s_run_summary_is_the_run_s_last_metrics():
+    """wandb prints the last value of each key as a run ends: rewards all zero there are a wrong
+    result at the reward, with verl's keys or TRL's (train/… through transformers' callback); the
+    run history's sparklines are no values."""
+    p = load_playbook(None)
+
+    def summary(rows):
+        width = max(len(k) for k, _ in rows)
+        return "wandb: Run history:\nwandb:   critic/score/mean ▁▁▁▁\nwandb: \nwandb: Run summary:\n" + "".join(
+            f"wandb: {k:>{width + 2}} {v}\n" for k, v in rows)
+    verl = [("actor/entropy_loss", "0.1888"), ("actor/pg_loss", "0"), ("critic/score/max", "0"),
+            ("critic/score/mean", "0"), ("critic/score/min", "0")]
+    v, _ = run(p, ENGINE + summary(verl))
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["category"]) == ("wrong_result", 5, "reward_parsing")
+    assert v["root_cause"]["text"].split() == ["wandb:", "critic/score/max", "0"]
+    trl = [("train/loss", "0.0"), ("train/reward", "0.0"), ("train/reward_std", "0.0"), ("train/epoch", "0.4")]
+    v, _ = run(p, ENGINE + summary(trl))
+    assert (v["outcome"], v["failed_stage"]) == ("wrong_result", 5)
+    healthy = [("critic/score/max", "1"), ("critic/score/mean", "0.4375"), ("train/reward_std", "0.31")]
+    assert run(p, ENGINE + summary(healthy))[0]["root_cause"] is None
+
+
 def test_only_a_wrapper_is_chosen_when_nothing_else_is_there(pb):
     v, _ = run(pb, "ray.exceptions.RayTaskError(TimeoutError): ray::RolloutManager.generate() (pid=1)\n")
     assert v["root_cause"]["text"].startswith("ray.exceptions.RayTaskError(TimeoutError)")

@@ -1,5 +1,5 @@
 """Metrics from per-step lines: verl `step:N - key:value - …`, HF-trainer `{'loss': …}` dicts,
-Megatron `key: value |` lines. Pure."""
+Megatron `key: value |` lines, wandb's run summary rows. Pure."""
 
 from __future__ import annotations
 
@@ -10,6 +10,10 @@ _PAIR = re.compile(
     r"""['"]?(?P<key>[A-Za-z_][\w/@.\- ]*?)['"]?\s*[:=]\s*(?:np\.float\d+\(|tensor\()?"""
     r"""(?P<val>[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+|nan|NaN|inf|Inf|Infinity))(?![\w.])""")
 _STEP = re.compile(r"\b(?:step|iteration|global_step)\s*[:=]?\s*(\d+)")
+# a row of wandb's run summary, printed as a run ends (`wandb: Run summary:`, then `wandb:  key value`
+# per metric, the keys right-aligned; the run history's rows hold sparklines, not numbers)
+WANDB_ROW = re.compile(r"^wandb:\s+(?P<key>[A-Za-z_][\w/@.\-]*)\s+"
+                       r"(?P<val>[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|NaN|inf|Infinity))$")
 
 
 # A line of a shape no playbook names that reports training metrics: a key ending in loss, reward or
@@ -43,7 +47,8 @@ def parse_metrics(text: str, keys: dict[str, re.Pattern]) -> dict[str, float]:
     m = _STEP.search(text)
     if m:
         out["step"] = float(m.group(1))
-    for pm in _PAIR.finditer(text):
+    row = WANDB_ROW.match(text) if text.startswith("wandb:") else None
+    for pm in [row] if row else _PAIR.finditer(text):
         raw = pm.group("key").strip()
         for name, rx in keys.items():
             if name not in out and rx.fullmatch(raw):
