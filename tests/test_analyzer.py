@@ -296,6 +296,27 @@ def test_wandb_s_run_summary_is_the_run_s_last_metrics():
     assert run(p, ENGINE + summary(healthy))[0]["root_cause"] is None
 
 
+def test_a_trainer_and_a_rollout_engine_apart_and_an_absurd_grad_norm_are_wrong_results():
+    """Values no healthy run reaches, from the first step (no history needed): the trainer's
+    log-probs far from the rollout engine's (slime's gap in nats, verl's in probabilities) say the
+    two hold different weights, where the wrong value starts (training data); a gradient norm past
+    1e5 alone is the update's."""
+    p = load_playbook(None)
+
+    def slime(diff, grad):
+        return (f"step 0: {{'train/loss': -1.03e-06, 'train/pg_loss': -1.03e-06, 'train/entropy_loss': 5.39, "
+                f"'train/train_rollout_logprob_abs_diff': {diff}, 'train/grad_norm': {grad}, 'train/step': 0}}\n")
+    v, _ = run(p, ENGINE + slime(9.25, 15310134.6))
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["category"]) == ("wrong_result", 6, "weight_mapping")
+    v, _ = run(p, ENGINE + slime(0.03, 15310134.6))
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["category"]) == ("wrong_result", 7, "precision_dtype")
+    assert run(p, ENGINE + slime(0.03, 0.81))[0]["root_cause"] is None
+    verl = "step:3 - actor/pg_loss:0.010 - actor/grad_norm:0.52 - training/rollout_probs_diff_mean:{} - critic/score/mean:0.41\n"
+    v, _ = run(p, ENGINE + verl.format(0.85))
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["category"]) == ("wrong_result", 6, "weight_mapping")
+    assert run(p, ENGINE + verl.format(0.003))[0]["root_cause"] is None
+
+
 def test_only_a_wrapper_is_chosen_when_nothing_else_is_there(pb):
     v, _ = run(pb, "ray.exceptions.RayTaskError(TimeoutError): ray::RolloutManager.generate() (pid=1)\n")
     assert v["root_cause"]["text"].startswith("ray.exceptions.RayTaskError(TimeoutError)")

@@ -42,6 +42,15 @@ def test_unknown_category_and_unknown_field_are_named(tmp_path):
         read_file(p)
 
 
+def test_a_metric_bound_goes_with_its_rule(tmp_path):
+    rule = "name: m\nmetric_rules:\n  - {{id: r, metric: loss, when: {when}, category: oom, stage: reward{extra}}}\n"
+    for when, extra in [("above", ""), ("zero", ", limit: 3")]:
+        p = write(tmp_path, "m", rule.format(when=when, extra=extra))
+        with pytest.raises(PlaybookError, match=r"limit"):
+            read_file(p)
+    assert read_file(write(tmp_path, "m", rule.format(when="above", extra=", limit: 3"))).metric_rules[0].limit == 3
+
+
 def test_pattern_without_evidence_must_be_marked_guess(tmp_path):
     p = write(tmp_path, "ev", "name: ev\nnoise:\n  - {id: n, regex: x}\n")
     with pytest.raises(PlaybookError, match="needs `evidence:` or `guess: true`"):
