@@ -553,17 +553,21 @@ def test_a_silent_run_whose_last_line_calls_a_collective_waits_in_it():
     """The last thing printed is the call of a collective (a stack dumped by a watchdog or a
     debugger, a traceback echoed without its exception): the hang is a collective's. A neutral
     last line leaves it to the stage: one whose processes step through collectives (here the
-    generation after a weight sync) is a collective's hang, one that waits on agents (the
-    trajectories after minichain's tasks went out) a timeout, start-up (the engine initialised,
-    not yet serving), which waits on many things, `other`."""
+    log-prob passes NeMo-RL announces) is a collective's hang, one that waits on agents (the
+    trajectories after minichain's tasks went out) a timeout; start-up (the engine initialised,
+    not yet serving), which waits on many things, and a generation (here after a weight sync),
+    which waits on its clients' requests or on its tensor-parallel ranks, `other` until the
+    processes' stacks say which."""
     union = load_playbook(None)
     tail = ENGINE + "(WorkerDict pid=7) weight sync group ready\n"
     synced = tail + "(WorkerDict pid=7) Successfully reset prefix cache\n"
     dispatched = "agent worker started: 4 parallel agent(s), 8 episode(s) against http://127.0.0.1:8000\n"
+    logprobs = tail + "▶ Computing logprobs...\n"
     for log, category, stage in [(tail + "    work = group.allreduce([tensor], opts)", "distributed_comm_hang", 1),
                                  (tail + "    dist.barrier(group=gloo_group)", "distributed_comm_hang", 1),
                                  (tail + "(WorkerDict pid=7) loading shard 3 of 8", "other", 1),
-                                 (synced + "(WorkerDict pid=7) loading shard 3 of 8", "distributed_comm_hang", 2),
+                                 (synced + "(WorkerDict pid=7) loading shard 3 of 8", "other", 2),
+                                 (logprobs + "(WorkerDict pid=7) loading shard 3 of 8", "distributed_comm_hang", 6),
                                  (tail + dispatched + "(AgentWorker pid=9) episode 3 turn 2", "timeout", 4)]:
         v, _ = run(union, log + "\n", ts=1000.0, now=1000.0 + 7200)
         assert (v["outcome"], v["root_cause"]["category"], v["failed_stage"]) == ("hang", category, stage), \

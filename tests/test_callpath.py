@@ -507,3 +507,21 @@ def test_the_remote_frames_under_a_ray_wrapper_cut_short_are_inside_its_method(p
     named = stage_of(union, driver)[0]  # the method named: a generation (verl's hint: its rollout)
     assert named in (2, 4)
     assert stage_of(union, driver + remote)[0] == 6  # what ran inside it: log-probs
+
+
+def test_the_last_request_a_server_logged_names_the_work_under_way():
+    """A rollout server's access line (uvicorn's) names what its client asked of it: a failure
+    nothing else places is in that work — the weight sync a trainer pushes, the communicator it sets
+    up; a request that names nothing (`/health`) says nothing, and a stage marker after it ends it."""
+    def log(*requests):
+        return [*(f'INFO:     127.0.0.1:5470{i} - "{r} HTTP/1.1" 200 OK' for i, r in enumerate(requests)),
+                "ERROR 07-10 16:53:50 [core.py:459] Invocation of collective_rpc method failed",
+                "Traceback (most recent call last):",
+                '  File "/venv/lib/python3.11/site-packages/tinyserve/core.py", line 456, in _handle_client_request',
+                "    output.result = method(*args)",
+                "RuntimeError: the peer went away"]
+    union = load_playbook(None)
+    assert stage_of(union, log("GET /health/", "POST /update_named_param/"))[0] == 2
+    assert stage_of(union, log("GET /health/", "GET /get_world_size/", "POST /init_communicator/"))[0] == 1
+    synced = log("POST /update_named_param/")
+    assert stage_of(union, synced[:1] + ["▶ Computing logprobs..."] + synced[1:])[0] == 6  # a phase begun since

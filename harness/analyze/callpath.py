@@ -92,6 +92,13 @@ def named_stage(pb: Playbook, name: str) -> int | None:
     return found[0] if found is not None and not found[1] else None
 
 
+def requested_stage(pb: Playbook, path: str) -> int | None:
+    """The stage of work a request's path asks a server for (`/update_named_param/`: the weight
+    sync; `/v1/completions`: a generation; `/init_communicator/`: set-up), not a whole loop."""
+    found = _stage(pb, tuple(_verb(pb, w) for w in name_words(path)))
+    return found[0] if found is not None and found[1] != "loop" else None
+
+
 def _verb(pb: Playbook, word: str) -> str:
     """`generating` → `generate`, `scoring` → `score` when the stage words know that verb."""
     if len(word) > 5 and word.endswith("ing"):

@@ -7,7 +7,7 @@ import re
 
 from ..chain import STAGE_NO, STAGES, stage_statuses
 from ..redact import redact
-from .callpath import named_stage
+from .callpath import named_stage, requested_stage
 from .findings import ROLE_ORDER, Finding, family
 from .lines import make_line
 
@@ -68,27 +68,33 @@ def first_pass(reached: dict[int, tuple[int, str]], line_no: int) -> int:
 
 SILENCE = "silence"  # the signature id of a hang's root cause when no error was printed
 SILENT_CATEGORY = "timeout"  # its category when its last lines belong to no error family, in a stage that waits on requests
-# Stages whose processes step together through collectives: tensor-parallel generation, the
-# log-prob forward passes, the update's all-reduce. A run silent and idle there has ranks waiting
-# in one for a rank that died or diverged, silent until NCCL's or HCCL's watchdog fires (10-30 min;
-# torch ProcessGroupNCCL's timeout, HCCL_EXEC_TIMEOUT); task dispatch, trajectories and rewards
-# wait on requests, tasks and agents: a wait with no timeout. Start-up waits on many things — a
-# download, a port, Ray, a compile, a server's API, a rendezvous (which c10d and HCCL name when
-# they wait: an error family then says so) —: silent, it is `other` (labelled start-up hangs of
-# ms-swift's and OpenRLHF's rollout servers, verl and Logic-RL: none was a collective's).
-COLLECTIVE_STAGES = frozenset(STAGE_NO[s] for s in ("completion", "training_data", "actor_update"))
+# Stages whose processes step together through collectives: the log-prob forward passes, the
+# update's all-reduce. A run silent and idle there has ranks waiting in one for a rank that died or
+# diverged, silent until NCCL's or HCCL's watchdog fires (10-30 min; torch ProcessGroupNCCL's
+# timeout, HCCL_EXEC_TIMEOUT); task dispatch, trajectories and rewards wait on requests, tasks and
+# agents: a wait with no timeout. Start-up waits on many things — a download, a port, Ray, a
+# compile, a server's API, a rendezvous (which c10d and HCCL name when they wait: an error family
+# then says so) —: silent, it is `other` (labelled start-up hangs of ms-swift's and OpenRLHF's
+# rollout servers, verl and Logic-RL: none was a collective's). So is a generation: an engine
+# serves its clients' requests (a rollout server, an async queue) and steps its tensor-parallel
+# ranks through collectives, and either can hold it (labelled: AReaL after a weight load and
+# EasyR1's stalled `Processed prompts`, other; slime's, a collective's) — until the processes'
+# stacks say which (the live session's evidence).
+COLLECTIVE_STAGES = frozenset(STAGE_NO[s] for s in ("training_data", "actor_update"))
 SILENT_START = "other"
 GUESSED = frozenset((SILENT_CATEGORY, SILENT_START))  # a silent hang's categories that no line said
 
 
 def silent_category(stage: int) -> str:
     """The category of a silent hang at `stage` when nothing it printed says more."""
-    if stage == STAGE_NO["engine_start"]:
+    if stage in (STAGE_NO["engine_start"], STAGE_NO["completion"]):
         return SILENT_START
     return "distributed_comm_hang" if stage in COLLECTIVE_STAGES else SILENT_CATEGORY
 
 
 ANSWERED = re.compile(r'"(?:GET|POST|PUT|DELETE|HEAD|PATCH) \S+ HTTP/[\d.]+" [23]\d\d\b')
+# A request a server logged (uvicorn's, aiohttp's access line): its path names the work asked of it.
+REQUEST = re.compile(r'"(?:GET|POST|PUT|PATCH) (?P<path>/[^\s?"]*)\S* HTTP/[\d.]+" \d{3}\b')
 
 
 def silence(an, quiet: float, stage: int) -> Finding:
@@ -135,8 +141,14 @@ def bar_stage(pb, lines: list[str]) -> tuple[int, int] | None:
     progress bar among `lines` counts, when it was still counting (below 100 %) and its description
     names a stage's work: EasyR1's `Compute log probs`, verl-tool's `Async Generating sequences`,
     vLLM's `Processed prompts`… A bar whose description names no stage's work (`Running step`,
-    `Training Progress`) says nothing; a finished one says its phase is over."""
+    `Training Progress`) says nothing; a finished one says its phase is over. A server's request
+    line counts as such a bar: the last request whose path names a stage's work (TRL's and
+    ms-swift's rollout servers: `"POST /update_named_param/ HTTP/1.1" 200`, the weight sync;
+    `/init_communicator/`, set-up) is what its client was doing; `/health` names nothing."""
     for back, text in enumerate(reversed(lines)):
+        req = REQUEST.search(text)
+        if req is not None and (stage := requested_stage(pb, req["path"])) is not None:
+            return stage, back
         for m in reversed(list(BAR.finditer(text))):
             stage = named_stage(pb, m["desc"])
             if stage is not None:
@@ -146,12 +158,14 @@ def bar_stage(pb, lines: list[str]) -> tuple[int, int] | None:
 
 def phase_under_way(an, line_no: int, lines: list[str], named: int | None = None) -> int | None:
     """The stage under way at `line_no`: the phase begun last, by a `during` marker (`under_way`)
-    or by a progress bar still counting among `lines`, the lines up to it. A bar does not
-    override a stage `named` by the failing process or its callers: phases overlap (an async
-    pipeline scores one batch while it generates the next, its bars interleaved)."""
+    or by a progress bar still counting (or a request line) among `lines`, the lines up to it,
+    when no stage marker came after it. A bar does not override a stage `named` by the failing
+    process or its callers: phases overlap (an async pipeline scores one batch while it generates
+    the next, its bars interleaved)."""
     stage = under_way(an, line_no)
     bar = bar_stage(an.pb, lines) if named is None else None
-    if bar is not None and (stage is None or line_no - bar[1] > an.entered[stage]):
+    marks = [at for at, _ in an.reached.values()] + list(an.entered.values()) + [an.last_update or -1]
+    if bar is not None and line_no - bar[1] > max((at for at in marks if at < line_no), default=-1):
         return bar[0]
     return stage
 
