@@ -1,7 +1,7 @@
 """Score the analyzer on the labelled real-world corpora: ../shared/corpus/realworld, realworld2,
 realworld3 and the cases collected for this repository in tests/corpus/realworld4 to realworld8
-(5 to 8: held out — scored before any rule was written with them in view; 7 and 8 collected while
-a release's mechanisms were written; 8 never looked into).
+(5 to 8: held out — scored blind before any rule was written with them in view; 5 and 7 have been
+development data since, 6 and 8 are not looked into).
 
     python tests/corpus_eval.py            # the per-case table and the shares per split
     python tests/corpus_eval.py --lofo     # leave-one-framework-out: each framework's cases scored
