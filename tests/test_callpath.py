@@ -525,3 +525,17 @@ def test_the_last_request_a_server_logged_names_the_work_under_way():
     assert stage_of(union, log("GET /health/", "GET /get_world_size/", "POST /init_communicator/"))[0] == 1
     synced = log("POST /update_named_param/")
     assert stage_of(union, synced[:1] + ["▶ Computing logprobs..."] + synced[1:])[0] == 6  # a phase begun since
+
+
+def test_a_fork_s_variant_of_verl_s_rollout_call_is_the_rollout():
+    """verl's rollout worker method, generate_sequences, is the trajectories' work; forks name
+    their variants after it (a multi-turn `generate_sequences_loop`), and read the same."""
+    verl = load_playbook("verl")
+    for call in ("generate_sequences", "generate_sequences_loop"):
+        log = ["Traceback (most recent call last):",
+               '  File "/srv/fork/verl/trainer/ppo/ray_trainer.py", line 952, in fit',
+               f"    gen_batch_output = self.actor_rollout_wg.{call}(gen_batch)",
+               '  File "/srv/fork/verl/single_controller/ray/base.py", line 49, in func',
+               "    output = ray.get(output)",
+               "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."]
+        assert stage_of(verl, log)[0] == 4, call
