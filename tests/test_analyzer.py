@@ -317,6 +317,22 @@ def test_a_trainer_and_a_rollout_engine_apart_and_an_absurd_grad_norm_are_wrong_
     assert run(p, ENGINE + verl.format(0.003))[0]["root_cause"] is None
 
 
+def test_dynamic_sampling_that_runs_out_of_groups_with_a_reward_spread_is_the_reward_s():
+    """DAPO's filter (verl's recipe) and EasyR1's online filtering drop groups whose samples all
+    scored alike and generate again; at their limit they raise: a failure of the reward's spread,
+    wherever the loop raised it. Regenerating alone is no failure."""
+    p = load_playbook(None)
+    keep = "".join(f"num_prompt_in_batch={12 * i} < prompt_bsz=512\nnum_gen_batches={i}. Keep generating...\n"
+                   for i in range(1, 4))
+    assert run(p, ENGINE + keep)[0]["root_cause"] is None
+    for raised in ["ValueError: num_gen_batches=10 >= max_num_gen_batches=10. Generated too many. Please check if "
+                   "your data are too difficult.",
+                   "RuntimeError: num_try_make_batch=10 >= max_try_make_batch=10. Generated too many. Please check "
+                   "your data."]:
+        v, _ = run(p, ENGINE + keep + traceback("", raised, funcs=("main", "fit")))
+        assert (v["outcome"], v["failed_stage"], v["root_cause"]["text"]) == ("crash", 5, raised)
+
+
 def test_only_a_wrapper_is_chosen_when_nothing_else_is_there(pb):
     v, _ = run(pb, "ray.exceptions.RayTaskError(TimeoutError): ray::RolloutManager.generate() (pid=1)\n")
     assert v["root_cause"]["text"].startswith("ray.exceptions.RayTaskError(TimeoutError)")
