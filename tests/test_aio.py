@@ -65,6 +65,7 @@ def test_a_cancel_lands_inside_the_work():
         return seen
     assert asyncio.run(main()) == ["cancelled inside"]
 
+
 def test_a_timeout_after_a_caught_cancel_is_a_timeout():
     async def main():
         asyncio.current_task().cancel()

@@ -491,7 +491,7 @@ def test_a_generation_engine_s_sampler_is_the_generation_a_dataloader_s_the_disp
     assert stage_of(union, log("torch/utils/data/sampler.py", "__iter__"))[0] == 3
 
 
-def test_the_remote_frames_under_a_ray_wrapper_cut_short_are_inside_its_method(pb):
+def test_the_remote_frames_under_a_ray_wrapper_cut_short_are_inside_its_method():
     """Ray prints a failed task as its header, `RayTaskError(E): ray::Actor.method()`, then the
     remote traceback: cut before its exception, those frames are the innermost call known."""
     driver = ["Traceback (most recent call last):",
