@@ -240,7 +240,7 @@ def test_metrics_in_a_shape_no_playbook_names_are_held_to_their_own_values():
     assert run(p, ENGINE + "sample 3: reward=nan, length=12\n")[0]["root_cause"] is None
 
 
-def test_a_dict_of_metrics_pprint_spread_over_lines_is_read_as_one(pb):
+def test_a_dict_of_metrics_pprint_spread_over_lines_is_read_as_one():
     """pprint puts a dict wider than 80 columns one item per line: the lines are the step's metric
     line (here rewards with no spread: a wrong result at the reward), whichever process's lines
     come between, and one cut off by the log's end is read as far as it goes."""
@@ -251,7 +251,7 @@ def test_a_dict_of_metrics_pprint_spread_over_lines_is_read_as_one(pb):
     assert len(printed) == len(metrics)  # one item per line, as pprint prints it
     p = load_playbook(None)
     other = "(Worker pid=9) INFO generating 64 prompts"
-    v, a = run(p, ENGINE + "\n".join(printed[:3] + [other] + printed[3:]) + "\n")
+    v, _ = run(p, ENGINE + "\n".join(printed[:3] + [other] + printed[3:]) + "\n")
     assert (v["outcome"], v["failed_stage"], v["root_cause"]["category"]) == ("wrong_result", 5, "reward_parsing")
     assert v["root_cause"]["text"].startswith("{'loss': 0.0, 'grad_norm': 1.93,")
     cut, _ = run(p, ENGINE + "\n".join(printed[:-1]) + "\n")  # the closing line never came
