@@ -333,6 +333,24 @@ def test_dynamic_sampling_that_runs_out_of_groups_with_a_reward_spread_is_the_re
         assert (v["outcome"], v["failed_stage"], v["root_cause"]["text"]) == ("crash", 5, raised)
 
 
+def test_the_phases_skyrl_roll_and_nemo_rl_announce_place_what_nothing_else_places():
+    """SkyRL's phase timers (loguru: `Started: 'generate'`), ROLL's step lines and NeMo-RL's step
+    results say where a step is: an error that names no stage is in the phase under way, or after
+    a finished step, in the next one's generation."""
+    p = load_playbook(None)
+    err = "RuntimeError: something went wrong\n"
+    loguru = "2025-12-18 15:51:23.101 | INFO     | skyrl.train.trainer:train:361 - "
+    for before, stage in [(loguru + "Started: 'generate'", 2),
+                          (loguru + "Started: 'fwd_logprobs_values_reward'", 6),
+                          (loguru + "Started: 'policy_train'", 7),
+                          ("[2025-07-01 10:00:00] [rlvr_pipeline.py:487] [INFO] pipeline step 3 start...", 2),
+                          ("📊 Training Results:\n  • Loss: 0.0123\n  • Avg Reward: 0.4375", 2)]:
+        v, _ = run(p, ENGINE + before + "\n" + err)
+        assert (v["outcome"], v["failed_stage"]) == ("crash", stage), before
+    finished = "[2025-07-01 10:09:00] [rlvr_pipeline.py:840] [INFO] pipeline step 3 finished\n"
+    assert run(p, ENGINE + finished)[0]["outcome"] == "pass"  # a step done, nothing wrong
+
+
 def test_only_a_wrapper_is_chosen_when_nothing_else_is_there(pb):
     v, _ = run(pb, "ray.exceptions.RayTaskError(TimeoutError): ray::RolloutManager.generate() (pid=1)\n")
     assert v["root_cause"]["text"].startswith("ray.exceptions.RayTaskError(TimeoutError)")
