@@ -403,7 +403,8 @@ def name_words(name: str) -> tuple[str, ...]:
 
 def compile_playbook(pb: PlaybookFile, origins: dict[str, str] | None = None) -> Playbook:
     stage_no = {s: i + 1 for i, s in enumerate(STAGES)}
-    phrases = [name_words(w) for sw in pb.stage_words for w in sw.words]
+    stage_words = sorted(((name_words(w), stage_no[sw.stage], "weak" if sw.weak else "loop" if sw.loop else "")
+                          for sw in pb.stage_words for w in sw.words), key=lambda x: -len(x[0]))
     return Playbook(
         source=pb,
         prefixes=[re.compile(p.regex) for p in pb.prefixes],
@@ -413,10 +414,8 @@ def compile_playbook(pb: PlaybookFile, origins: dict[str, str] | None = None) ->
             "noise": [(n, n.regex) for n in pb.noise],
             "metric_line": [(m, m.regex) for m in pb.metric_lines]}),
         stage_hints=[(h, re.compile(h.regex)) for h in pb.stage_hints],
-        stage_words=sorted(((name_words(w), stage_no[sw.stage], "weak" if sw.weak else "loop" if sw.loop else "")
-                            for sw in pb.stage_words for w in sw.words),
-                           key=lambda x: -len(x[0])),
-        stage_vocab=frozenset(w for phrase in phrases for w in phrase),
+        stage_words=stage_words,
+        stage_vocab=frozenset(w for phrase, _, _ in stage_words for w in phrase),
         plumbing=re.compile("|".join(f"(?:{p.regex})" for p in pb.plumbing)) if pb.plumbing else None,
         categories=[(c.category, re.compile(c.regex), stage_no[c.stage] if c.stage else None)
                     for c in pb.categories if c.scope == "message"],

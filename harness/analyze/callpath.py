@@ -88,15 +88,20 @@ def named_stage(pb: Playbook, name: str) -> int | None:
     """The stage of work a phrase of prose names (a progress bar's `Compute log probs`:
     training_data; `Generating sequences`, its verb's `-ing` read as the verb: completion), neither
     set-up (loading is also what a weight sync does) nor a whole loop."""
-    found = _stage(pb, tuple(_verb(pb, w) for w in name_words(name)))
+    found = _prose_stage(pb, name)
     return found[0] if found is not None and not found[1] else None
 
 
 def requested_stage(pb: Playbook, path: str) -> int | None:
     """The stage of work a request's path asks a server for (`/update_named_param/`: the weight
     sync; `/v1/completions`: a generation; `/init_communicator/`: set-up), not a whole loop."""
-    found = _stage(pb, tuple(_verb(pb, w) for w in name_words(path)))
+    found = _prose_stage(pb, path)
     return found[0] if found is not None and found[1] != "loop" else None
+
+
+def _prose_stage(pb: Playbook, text: str) -> tuple[int, str] | None:
+    """`_stage` of the words of prose or a path, each `-ing` read as its verb."""
+    return _stage(pb, tuple(_verb(pb, w) for w in name_words(text)))
 
 
 def _verb(pb: Playbook, word: str) -> str:

@@ -162,12 +162,12 @@ def phase_under_way(an, line_no: int, lines: list[str], named: int | None = None
     when no stage marker came after it. A bar does not override a stage `named` by the failing
     process or its callers: phases overlap (an async pipeline scores one batch while it generates
     the next, its bars interleaved)."""
-    stage = under_way(an, line_no)
     bar = bar_stage(an.pb, lines) if named is None else None
-    marks = [at for at, _ in an.reached.values()] + list(an.entered.values()) + [an.last_update or -1]
-    if bar is not None and line_no - bar[1] > max((at for at in marks if at < line_no), default=-1):
-        return bar[0]
-    return stage
+    if bar is not None:
+        marks = [at for at, _ in an.reached.values()] + list(an.entered.values()) + [an.last_update or -1]
+        if line_no - bar[1] > max((at for at in marks if at < line_no), default=-1):
+            return bar[0]
+    return under_way(an, line_no)
 
 
 def silent_stage(an, top: int) -> int:
