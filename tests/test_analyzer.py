@@ -1,6 +1,9 @@
 """The analyzer's mechanics on small real-shaped logs, with a playbook written for the test."""
 
+import contextlib
+import io
 import pprint
+import socketserver
 
 import pytest
 
@@ -84,6 +87,45 @@ def test_interleaved_tracebacks_from_16_ranks_are_one_finding_with_count(pb):
     assert rc["text"].startswith("torch.OutOfMemoryError")
     assert v["failed_stage"] == 6 and v["last_stage_passed"] == 1  # compute_log_prob → training_data
     assert len(v["findings"]) == 1
+
+
+def _served_error(client: tuple) -> list[str]:
+    """What socketserver prints for a request whose handler raised (its real `handle_error`)."""
+    buf = io.StringIO()
+    try:
+        np_choice = [].index  # a real frame and its statement, raising
+        np_choice("p")
+    except ValueError:
+        with contextlib.redirect_stderr(buf):
+            socketserver.BaseServer.handle_error(None, None, client)
+    return buf.getvalue().splitlines()
+
+
+def test_a_traceback_another_thread_writes_into_goes_on_after_its_lines(pb):
+    """A threaded server prints each failed request's traceback between rules; two requests that
+    fail at once interleave: the second's rule and `Exception occurred …` land between two
+    lines of the first's traceback, wherever the thread switch fell. The traceback goes on after
+    them: its exception is the root cause, never a traceback `cut short`."""
+    first, second = _served_error(("127.0.0.1", 60208)), _served_error(("127.0.0.1", 60218))
+    head = first.index("Traceback (most recent call last):")
+    want = first[-2]
+    assert want.startswith("ValueError:"), first
+    for k in range(head + 1, len(first) - 2):
+        lines = first[:k] + second[:2] + first[k:] + second[2:]
+        v, _ = run(pb, ENGINE + "".join(f"(vLLMHttpServer pid=9) {ln}\n" for ln in lines))
+        assert v["root_cause"]["text"] == want and v["outcome"] == "crash", (k, v["root_cause"])
+        assert not [f for f in v["findings"] if "cut short" in f["text"]], (k, v["findings"])
+
+
+def test_a_traceback_interrupted_for_good_is_cut_short(pb):
+    """Interrupted and never resumed: more lines than a thread's interjection, then no frame,
+    source line or exception: the traceback is cut short where its frames stopped."""
+    first = _served_error(("127.0.0.1", 60208))
+    cut = first.index(next(ln for ln in first if ln.lstrip().startswith("np_choice(")))
+    lines = first[:cut + 1] + ["worker restarting", "  listening on :8000", "INFO: ready", "INFO: waiting", "tick"]
+    v, _ = run(pb, ENGINE + "".join(f"(vLLMHttpServer pid=9) {ln}\n" for ln in lines))
+    assert v["outcome"] == "crash" and "(cut short after" in v["root_cause"]["text"], v["root_cause"]
+    assert v["root_cause"]["text"].endswith('np_choice("p"))'), v["root_cause"]
 
 
 def test_wrapper_is_not_the_root_cause_inner_exception_is(pb):

@@ -48,6 +48,11 @@ IPY_CONTEXT = re.compile(r"^\s+\d+ |^\s*\.\.\.$|^'Could not get source")
 # bar's end, so whatever another process or thread writes next lands on the bar's line.
 GLUED_HEAD = re.compile(r"\S.*Traceback \(most recent call last\):$")
 MAX_BLOCK_LINES = 400
+# Lines of its own process a traceback may be interrupted by and still go on: another thread of
+# the process writes between two of its lines (socketserver's `handle_error` prints a rule and
+# `Exception occurred during processing of request from …` around each request's traceback; a
+# logger thread writes its line), and the frames resume just after.
+MAX_GAP = 3
 
 
 @dataclass
@@ -73,6 +78,7 @@ class Block:
     innermost_first: bool = False  # faulthandler prints the innermost frame first
     ipython: bool = False  # IPython's shape (IPY_*)
     at_end: bool = False  # still open when the log ended
+    gap: int = 0  # lines of its process since its frames were interrupted (MAX_GAP)
 
     @property
     def current(self) -> Segment:
@@ -138,6 +144,11 @@ class BlockAssembler:
             return [], False
         if len(blk.lines) >= MAX_BLOCK_LINES:
             return [self.open.pop(line.proc)], False
+        if blk.state == "frames" and blk.gap:
+            if not self._resumes(blk, text):
+                blk.gap += 1
+                return ([self.open.pop(line.proc)] if blk.gap > MAX_GAP else []), False
+            blk.gap = 0
         if blk.state == "frames":
             if self._source_line(blk, text):  # a frame's statement, however the paste indented it
                 self._add(blk, line, code=True)
@@ -159,8 +170,10 @@ class BlockAssembler:
             if RAY_METHOD.search(text):  # the head of a Ray remote traceback
                 self._add(blk, line)
                 return [], True
-            # A traceback cut short: keep what we have; this line is processed normally.
-            return [self.open.pop(line.proc)], False
+            # Interrupted: this line is processed normally, and the traceback is cut short unless
+            # its frames resume within MAX_GAP lines.
+            blk.gap = 1
+            return [], False
         # after_exc: the message continues, a chained or Ray-nested traceback follows, or the
         # block is over.
         if CHAIN.match(text) or TB_START.match(text):
@@ -180,6 +193,16 @@ class BlockAssembler:
                 self._add(blk, line)
             return [], True
         return [self.open.pop(line.proc)], False
+
+    @staticmethod
+    def _resumes(blk: Block, text: str) -> bool:
+        """Whether `text`, after lines that interrupted a traceback, carries it on: a frame, the
+        source line or carets under the last frame, the exception line. Not any indented line:
+        the interrupting message may go on over several."""
+        after_frame = bool(blk.lines) and FRAME.match(blk.lines[-1].text) is not None
+        m = is_exception_line(text)
+        return bool(FRAME.match(text) or TB_START.match(text) or (m and _looks_like_type(m.group("type")))
+                    or (after_frame and text.startswith("    ")) or (CARETS.match(text) and text.strip()))
 
     @staticmethod
     def _source_line(blk: Block, text: str) -> bool:

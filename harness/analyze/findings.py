@@ -179,14 +179,14 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
     crash there, its exception unknown; the innermost frame's statement is the last thing known
     of it. A stack dump (faulthandler's, innermost first) is a look at a live process, not a
     failure. Frames with no `Traceback` head count only where the log ends inside them (a paste
-    that starts and stops within a traceback): in a running log they may be a printed stack; and
-    they rank after any error the log shows in full (`downstream`): when that traceback's
-    exception was raised, before or after the others, lies outside the window."""
+    that starts and stops within a traceback, not lines after them): in a running log they may
+    be a printed stack; and they rank after any error the log shows in full (`downstream`): when
+    that traceback's exception was raised, before or after the others, lies outside the window."""
     head = next((ln for ln in blk.lines if "Traceback (most recent call last)" in ln.text), None)
     seg = blk.segments[-1] if blk.segments else None
     frames = [fr for s in blk.segments for fr in s.frames]
-    if blk.innermost_first or not frames or (head is None and not (blk.at_end and len(frames) > 1
-                                                                   and all(", in " in fr for fr in frames))):
+    inside = blk.at_end and not blk.gap and len(frames) > 1 and all(", in " in fr for fr in frames)
+    if blk.innermost_first or not frames or (head is None and not inside):
         return None
     code = seg.code.get(len(seg.frames) - 1, "") if seg is not None and seg.frames else ""
     said = f"{frames[-1]}: {code}" if code else frames[-1]
