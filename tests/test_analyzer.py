@@ -170,6 +170,13 @@ def test_errors_of_a_class_get_its_category_however_the_library_words_them():
                            ("aiohttp.client_exceptions.ClientConnectorError: Cannot connect to host 127.0.0.1:30000 "
                             "ssl:default [Connect call failed ('127.0.0.1', 30000)]", "network_proxy"),
                            ("RuntimeError: NCCL communicator was aborted on rank 3.", "distributed_comm_hang"),
+                           # the RDMA fabric's verbs fail with an errno that reads like a TCP connect's
+                           ("node-3:1112:13532 [0] ibvwrap.c:160 NCCL WARN Call to ibv_modify_qp failed with error "
+                            "Connection timed out", "distributed_comm_hang"),
+                           ("node-3:1112:13532 [0] misc/ibvwrap.cc:187 NCCL WARN Call to ibv_modify_qp failed with "
+                            "110 Connection timed out, on dev mlx5_0:1, curr state INIT, next state RTR",
+                            "distributed_comm_hang"),
+                           ("OSError: Failed to connect to 10.0.0.3 port 8000: Connection timed out", "network_proxy"),
                            ("ValueError: Tokenizer class Qwen9Tokenizer does not exist or is not currently imported.",
                             "version_incompat"),
                            ("ValueError: The checkpoint you are trying to load has model type `qwen9` but Transformers "
@@ -228,6 +235,17 @@ def test_errors_of_a_class_get_its_category_however_the_library_words_them():
                            ("[ERROR] failed (exitcode: -6) local_rank: 0 (pid: 1234) of binary: /usr/bin/python3", "other")]:
         v, _ = run(p, ENGINE + line + "\n")
         assert (line, v["outcome"], (v["root_cause"] or {}).get("category")) == (line, "crash", category)
+
+
+def test_weights_a_rollout_engine_could_not_load_are_the_weight_sync_s_mapping():
+    """SGLang logs a weight update whose load_weights raised and returns the failure to the
+    trainer: whatever the message (a shape, an expert range), the pushed layout does not fit."""
+    p = load_playbook(None)
+    line = ("(SGLangEngine pid=7) [2026-05-21 16:07:41 DP6 TP6] Failed to update parameter online: The size of tensor a "
+            "(4096) must match the size of tensor b (2048) at non-singleton dimension 0. The full weights of the "
+            "ModelRunner are partially updated. Please discard the whole weights.")
+    v, _ = run(p, ENGINE + "step:1 - actor/pg_loss:0.2 - actor/grad_norm:1.0\n" + line + "\n")
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["category"]) == ("crash", 2, "weight_mapping"), v["root_cause"]
 
 
 def test_a_monitored_barrier_s_original_exception_is_how_the_wait_ended():

@@ -1,6 +1,8 @@
 """The stage read from a failure's call path, with the shipped playbook, on tracebacks written for
 the test (invented names: no framework's own log)."""
 
+import io
+import logging
 import subprocess
 import sys
 
@@ -241,6 +243,37 @@ def test_a_traceback_cut_short_is_a_crash_where_its_frames_are(pb):
     assert verdict_of(pb, dump)["root_cause"] is None
 
 
+def _logged_exception(level: str) -> list[str]:
+    """What Python's logging prints for `logger.exception` (or `logger.info(…, exc_info=True)`)."""
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    log = logging.getLogger(f"tinyrl.engine.{level.lower()}")
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+    try:
+        {}["initialize"]["x"]
+    except KeyError as e:
+        log.log(getattr(logging, level), "Engine method 'initialize' failed: %s", e, exc_info=True)
+    finally:
+        log.removeHandler(handler)
+    return buf.getvalue().splitlines()
+
+
+def test_an_error_logged_before_a_traceback_cut_short_is_what_its_exception_said(pb):
+    """logging prints the record's message, then the exception's traceback: cut short before its
+    exception line, the traceback's error is what the record said."""
+    lines = _logged_exception("ERROR")
+    cut = lines[:-1]  # the exception line lost
+    v = verdict_of(pb, cut)
+    assert "ERROR: Engine method 'initialize' failed: 'initialize'" in v["root_cause"]["text"], v["root_cause"]
+    assert "(its traceback cut short after" in v["root_cause"]["text"]
+    assert verdict_of(pb, lines)["root_cause"]["text"] == "KeyError: 'initialize'"  # whole: the exception
+    info = _logged_exception("INFO")[:-1]  # a record of no error level says nothing of it
+    assert verdict_of(pb, info)["root_cause"]["text"].startswith("Traceback (most recent call last): (cut short")
+
+
 def test_a_traceback_head_printed_on_a_progress_bar_heads_the_frames_after_it(pb):
     """tqdm redraws its bar with `\r` and no newline: the driver's traceback starts on the
     worker's bar line. That line heads the frames that follow (another process's prefix or none);
@@ -421,6 +454,28 @@ def test_a_remote_task_that_died_without_a_traceback_is_placed_by_its_method(pb)
     assert stage_of(union, log)[0] == 5
     # with the worker's own exception line after it, that exception is the root: the same stage
     assert stage_of(union, log + ["ray.exceptions.WorkerCrashedError: The worker died unexpectedly."])[0] == 5
+
+
+def test_of_two_wrappers_of_one_task_the_one_naming_the_error_inside_is_the_root():
+    """Ray logs a failed task nobody awaited yet (`Unhandled error …: ` and the error's text,
+    `ray::X.f() (pid=…)`, no type), then the driver's ray.get raises another rank's as
+    RayTaskError(T): the same failure; only the second names its kind. The workers' own
+    exceptions are not in view."""
+    unhandled = ("(Runner pid=4) Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): "
+                 "ray::WorkerDict.actor_rollout_ref_update_actor() (pid=8, ip=10.0.0.3)")
+    remote = ['(Runner pid=4)   File "/srv/tinyrl/workers.py", line 504, in update_actor',
+              "(Runner pid=4)     metrics = self.actor.update_policy(data=data)"]
+    driver = ["Traceback (most recent call last):",
+              '  File "/srv/tinyrl/trainer.py", line 657, in fit',
+              "    out = self.wg.update_actor(batch)", *RAY_GET,
+              "ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_ref_update_actor() "
+              "(pid=9, ip=10.0.0.3)"]
+    v = verdict_of(load_playbook(None), [unhandled, *remote, *driver])
+    assert v["root_cause"]["text"].startswith("ray.exceptions.RayTaskError(OutOfMemoryError)"), v["root_cause"]
+    assert (v["root_cause"]["category"], v["failed_stage"]) == ("oom", 7)
+    # alone, the unhandled error is the root (nothing says more)
+    alone = verdict_of(load_playbook(None), [unhandled, *remote])
+    assert alone["root_cause"]["text"].startswith("Unhandled error"), alone["root_cause"]
 
 
 def test_where_errors_of_a_family_arise_says_more_than_a_process_name(pb):

@@ -173,12 +173,21 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     return f
 
 
+# Python's logging prints a record's message and then its exception's traceback (Logger.exception
+# and exc_info=True: logging.Formatter.format appends formatException to the message), as
+# AReaL's `EngineBP ERROR: Engine method 'initialize' failed: …`, ms-swift's `[ERROR:swift] Method
+# execution failed: …` and vLLM's `ERROR … [core.py] Invocation of collective_rpc method failed`
+# do: an error record just before a traceback's head says what its exception was.
+LOGGED_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
+
+
 def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
     """A Python traceback that stops before its exception line (the process killed while it
     printed, a log cut, a paste cut short): the process was failing where its frames say — a
     crash there, its exception unknown; the innermost frame's statement is the last thing known
     of it. A stack dump (faulthandler's, innermost first) is a look at a live process, not a
-    failure. Frames with no `Traceback` head count only where the log ends inside them (a paste
+    failure. An error record logged just before the head (LOGGED_ERROR) is its message: the root
+    cause's text. Frames with no `Traceback` head count only where the log ends inside them (a paste
     that starts and stops within a traceback, not lines after them): in a running log they may
     be a printed stack; and they rank after any error the log shows in full (`downstream`): when
     that traceback's exception was raised, before or after the others, lies outside the window."""
@@ -190,10 +199,14 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
         return None
     code = seg.code.get(len(seg.frames) - 1, "") if seg is not None and seg.frames else ""
     said = f"{frames[-1]}: {code}" if code else frames[-1]
-    text = f"{head.text if head else 'Traceback'} (cut short after {said})"
+    logged = blk.context[-1] if head is not None and head.no == blk.start_no and blk.context else ""
+    if LOGGED_ERROR.search(logged):  # the message of the exception the traceback no longer shows
+        text, category = f"{logged} (its traceback cut short after {said})", family(pb, "", logged)[0]
+    else:
+        text, category = f"{head.text if head else 'Traceback'} (cut short after {said})", "other"
     f = Finding(key=f"cut|{canonical(text)}", line_no=(head or blk.lines[0]).no, text=text,
-                category=frame_family(pb, frames), procs={blk.proc}, lines=[ln.text for ln in blk.lines],
-                context=blk.context, role="cause" if head else "downstream")
+                category=category if category != "other" else frame_family(pb, frames), procs={blk.proc},
+                lines=[ln.text for ln in blk.lines], context=blk.context, role="cause" if head else "downstream")
     _place_in(f, pb, blk, seg, "", "")
     return f
 

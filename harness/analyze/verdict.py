@@ -23,8 +23,11 @@ def root_cause(findings: list[Finding], last_update_no: int | None) -> Finding |
     live = [f for f in findings if f.outcome == "wrong_result" or last_update_no is None
             or (f.line_no > last_update_no and f.role == "cause")]
     failed = [f for f in live if f.outcome != "wrong_result"]
-    # on one line, the most upstream stage first: a NaN reward makes the loss NaN, not the reverse
-    root = min(failed or live, key=lambda f: (ROLE_ORDER[f.role], f.line_no, f.stage or 0), default=None)
+    # on one line, the most upstream stage first: a NaN reward makes the loss NaN, not the reverse;
+    # of wrappers only, one that names the kind of error inside (`RayTaskError(OutOfMemoryError)`)
+    # before one that does not (Ray's `Unhandled error …: ray::X.f()` printed for the same task)
+    root = min(failed or live, key=lambda f: (ROLE_ORDER[f.role], f.role == "wrapper" and f.category == "other",
+                                              f.line_no, f.stage or 0), default=None)
     return restated(root, failed) if root is not None else None
 
 
