@@ -192,6 +192,10 @@ def test_errors_of_a_class_get_its_category_however_the_library_words_them():
                            ("ValueError: Cannot find model module 'Qwen9ForCausalLM' in vllm", "version_incompat"),
                            ("RuntimeError: Triton Error [CUDA]: out of resource: shared memory, Required: 131072, "
                             "Hardware limit: 101376", "device_runtime_error"),
+                           # a library's Triton kernel that does not compile on this stack (Triton's message, re-raised)
+                           ("RuntimeError: at 63:4:", "version_incompat"),
+                           ("torch._inductor.exc.InductorError: RuntimeError: Triton compilation failed: "
+                            "triton_poi_fused_add_0", "version_incompat"),
                            ("RuntimeError: Function 'LogSoftmaxBackward0' returned nan values in its 0th output.",
                             "precision_dtype"),
                            # a native library's death: the shell's report of the signal, glibc's heap

@@ -49,3 +49,15 @@ def test_huge_line_is_bounded():
 
 def test_canonical_ignores_numbers_and_ids():
     assert canonical("rank 3 pid=123 at 0xdeadbeef took 1.5s") == canonical("rank 12 pid=9 at 0x1 took 2s")
+
+
+def test_a_ray_task_named_with_commas_is_a_prefix_a_tuple_is_not():
+    """SkyPilot names each node's run task `head, rank=0,` (Ray prints `(name pid=N)`); the
+    shipped prefix peels it. A tuple printed at the start of a line names no pid: kept."""
+    from harness.playbook import load_playbook
+    shipped = load_playbook(None).prefixes
+    line = make_line(1, "(node-0, worker1, rank=1, pid=22755, ip=172.31.81.91) RuntimeError: at 63:4:", shipped)
+    assert (line.text, line.proc) == ("RuntimeError: at 63:4:", "172.31.81.91:22755")
+    assert make_line(2, "(roflbot-train-002, pid=2251) step 3", shipped).text == "step 3"
+    for kept in ("(x, y) = f()", "(True, 1) out", "(a, b, pid) 3"):
+        assert make_line(3, kept, shipped).text == kept
