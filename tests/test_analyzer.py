@@ -745,6 +745,20 @@ def test_a_nan_kl_beside_a_finite_loss_starts_in_the_log_probs_and_beside_a_nan_
         assert (v["outcome"], v["failed_stage"], v["root_cause"]["signature"]) == ("wrong_result", stage, sig), bad
 
 
+def test_a_nan_reward_spread_beside_numeric_rewards_is_a_group_of_one_and_beside_a_nan_reward_the_reward_s():
+    """A std over one sample is NaN (torch's default correction): rewards that are numbers with a
+    NaN spread per group mean groups of one, every normalised advantage NaN (training_data, the
+    configuration's). With the reward itself NaN, the reward's rule holds."""
+    pb = load_playbook("base")
+    torch_like = {"loss": 0.0, "grad_norm": float("nan"), "learning_rate": 1e-06, "reward": 0.0,
+                  "reward_std": float("nan"), "kl": 0.0}
+    v, _ = run(pb, ENGINE + repr(torch_like) + "\n")
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["signature"], v["root_cause"]["category"]) == \
+        ("wrong_result", 6, "reward_std_nonfinite", "config_mismatch"), v["root_cause"]
+    v, _ = run(pb, ENGINE + repr(torch_like | {"reward": float("nan")}) + "\n")
+    assert (v["failed_stage"], v["root_cause"]["signature"]) == (5, "reward_nonfinite"), v["root_cause"]
+
+
 def test_an_error_no_family_names_raised_while_scoring_is_the_reward_function_s():
     """The reward stage runs the user's scoring code: an exception there that no family names is
     the reward function's (reward_parsing); the same exception elsewhere stays `other`."""
