@@ -53,6 +53,22 @@ def test_the_call_a_frame_was_making_names_the_stage(pb):
     assert stage_of(pb, [ln for ln in log if not ln.startswith("    ")])[0] == 1
 
 
+def test_a_set_up_verb_alone_is_set_up_of_what_its_module_names(pb):
+    """`create` alone names no object: the OpenAI client's `completions.create` asks for a
+    completion (its module says so); `create_engine`, or a bare `build` in a module that names no
+    stage's work, is set-up."""
+    tail = ["openai.APITimeoutError: Request timed out."]
+    client = ['  File "/venv/lib/python3.12/site-packages/openai/resources/chat/completions/completions.py", '
+              'line 925, in create', "    return self._post(",
+              '  File "/venv/lib/python3.12/site-packages/openai/_base_client.py", line 990, in request',
+              "    raise APITimeoutError(request=request) from err"]
+    assert stage_of(pb, ["Traceback (most recent call last):", *client, *tail])[0] == 2
+    built = [line.replace("completions/completions.py", "engines/factory.py") for line in client]
+    assert stage_of(pb, ["Traceback (most recent call last):", *built, *tail])[0] == 1
+    named = [line.replace("in create", "in create_engine") for line in client]
+    assert stage_of(pb, ["Traceback (most recent call last):", *named, *tail])[0] == 1
+
+
 def test_a_class_built_inside_set_up_is_set_up_not_its_words(pb):
     """`Shuffler(…)` built while the loader is made: a loader's word would say task_dispatch;
     an object under construction says set-up."""

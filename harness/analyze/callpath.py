@@ -125,21 +125,25 @@ STRONG, SETUP, MODULE, LOOP = 0, 1, 2, 3
 
 def _entry_stage(pb: Playbook, entry: str) -> tuple[int, int] | None:
     """(stage, level) of one frame or method: its function (method) first — one named for
-    set-up, `__init__` or `_build_rollout` or an import, is set-up whatever its module —, then
-    its module (class) name, which says less; a training loop's name (`fit`, `grpo_train`) only
-    when none of its names says more."""
-    loop = None
+    set-up, `__init__` or `_build_rollout` or an import, is set-up whatever its module; a set-up
+    verb alone names no object, so its module says of what (the OpenAI client's
+    `completions.create` asks for a completion) —, then its module (class) name, which says
+    less; a training loop's name (`fit`, `grpo_train`) only when none of its names says more."""
+    loop = setup = None
     for i, n in enumerate(_names(pb, entry)):
         words = name_words(n)
         if i == 0 and (n == "<module>" or (words and words[0] in SETUP_VERBS)):
-            return STAGE_NO["engine_start"], SETUP
+            if len(words) > 1 or n == "<module>":
+                return STAGE_NO["engine_start"], SETUP
+            setup = (STAGE_NO["engine_start"], SETUP)  # a verb alone (`create`): its module says of what
+            continue
         if (found := _stage(pb, words)) is not None:
             stage, kind = found
             if kind == "loop":  # a function's (method's) own name, never a script's (`train.py`)
                 loop = loop or ((stage, LOOP) if i == 0 else None)
                 continue
             return stage, SETUP if kind == "weak" else (STRONG if i == 0 else MODULE)
-    return loop
+    return setup or loop
 
 
 def _running(entries: list[str]) -> list[bool]:
