@@ -5,7 +5,8 @@ been development data since, HELD_OUT are not looked into).
 
     python tests/corpus_eval.py            # the per-case table (not of HELD_OUT's cases: add
                                            # --show-held-out) and the shares per split
-    python tests/corpus_eval.py --lofo     # leave-one-framework-out: each framework's cases scored
+    python tests/corpus_eval.py --lofo [--dev]  # leave-one-framework-out (--dev: HELD_OUT's cases
+                                           # left out of it too): each framework's cases scored
                                            # with every playbook entry whose only evidence is that
                                            # framework's own corpus cases taken out
     python tests/corpus_eval.py --as MODE  # every log as it reads collected another way (MODES:
@@ -193,11 +194,11 @@ def without(framework: str, dest: Path) -> int:
     return dropped
 
 
-def lofo() -> dict[str, tuple[int, int, dict]]:
-    """framework -> (cases, entries left out, shares with them left out)."""
+def lofo(names=CORPORA) -> dict[str, tuple[int, int, dict]]:
+    """framework -> (cases, entries left out, shares with them left out), over the splits `names`."""
     out = {}
     by_fw: dict[str, list[dict]] = {}
-    for c in cases():
+    for c in cases(names):
         by_fw.setdefault(str(c.get("framework") or "?"), []).append(c)
     for fw, mine in sorted(by_fw.items()):
         with tempfile.TemporaryDirectory() as tmp:
@@ -214,7 +215,8 @@ if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
     if "--lofo" in sys.argv:
         all_rows = []
-        for fw, (n, dropped, s) in lofo().items():
+        names = [n for n in CORPORA if n not in HELD_OUT] if "--dev" in sys.argv else CORPORA
+        for fw, (n, dropped, s) in lofo(names).items():
             print(f"{fw:>14}  {n:3} cases  {dropped:3} entries out  {_pct(s)}")
             all_rows.append((n, s))
         total = sum(n for n, _ in all_rows)
