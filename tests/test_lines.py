@@ -1,6 +1,7 @@
 import re
 
 from harness.analyze.lines import canonical, clean, decode, make_line, peel
+from harness.playbook import load_playbook
 
 RAY = re.compile(r"^\((?P<actor>[A-Za-z_][\w.<>:-]*)?,? ?(?:pid=(?P<pid>\d+))?(?:, ip=(?P<ip>[\d.]+))?\) ?")
 RANK = re.compile(r"^\[rank(?P<rank>\d+)\]:(?:\[[EWI]\d{3,4} [^\]]+\] )? ?")
@@ -54,7 +55,6 @@ def test_canonical_ignores_numbers_and_ids():
 def test_a_ray_task_named_with_commas_is_a_prefix_a_tuple_is_not():
     """SkyPilot names each node's run task `head, rank=0,` (Ray prints `(name pid=N)`); the
     shipped prefix peels it. A tuple printed at the start of a line names no pid: kept."""
-    from harness.playbook import load_playbook
     shipped = load_playbook(None).prefixes
     line = make_line(1, "(node-0, worker1, rank=1, pid=22755, ip=172.31.81.91) RuntimeError: at 63:4:", shipped)
     assert (line.text, line.proc) == ("RuntimeError: at 63:4:", "172.31.81.91:22755")

@@ -202,7 +202,7 @@ class BlockAssembler:
         after_frame = bool(blk.lines) and FRAME.match(blk.lines[-1].text) is not None
         m = is_exception_line(text)
         return bool(FRAME.match(text) or TB_START.match(text) or (m and _looks_like_type(m.group("type")))
-                    or (after_frame and text.startswith("    ")) or (CARETS.match(text) and text.strip()))
+                    or (after_frame and text.startswith("    ")) or CARETS.match(text))
 
     @staticmethod
     def _source_line(blk: Block, text: str) -> bool:
