@@ -17,6 +17,7 @@ import contextlib
 import glob
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -38,13 +39,33 @@ def free_port() -> int:
     return free_ports(1)[0]
 
 
+def _ephemeral() -> tuple[int, int]:
+    """The kernel's range of ports for outgoing connections (ip_local_port_range)."""
+    with contextlib.suppress(OSError, ValueError):
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    return 32768, 60999
+
+
 def free_ports(n: int) -> list[int]:
-    """`n` distinct ports free now (held together while chosen, so none is handed out twice)."""
+    """`n` distinct ports free now (held together while chosen, so none is handed out twice),
+    outside the kernel's range for outgoing connections: a port a server is told to take a moment
+    later is not also handed to some connection's own end meanwhile (on a busy machine the kernel
+    picks from that range hundreds of times a second)."""
+    low, high = _ephemeral()
+    pool = range(max(1024, low - 12000), low) if low - 1024 >= 4000 else range(high + 1, 65536)
     with contextlib.ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
+        ports: list[int] = []
+        for port in random.sample(pool, min(len(pool), 200)):
+            s = stack.enter_context(socket.socket())
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # taken
+                continue
+            ports.append(port)
+            if len(ports) == n:
+                return ports
+    raise BadInput(f"no {n} free ports on 127.0.0.1 outside {low}-{high}: end some servers and retry")
 
 
 def ray_bin() -> str | None:
@@ -178,10 +199,15 @@ class LocalRay(_Engine):
         raise BadInput(f"the local Ray node {name} did not join in {START_TIMEOUT:g}s; {' '.join(said)}")
 
     def stop_node(self, name: str, sig: int = signal.SIGKILL) -> None:
-        """End a worker node's processes at once (SIGKILL: the node dies, as a machine does)."""
+        """End a worker node's processes at once (SIGKILL: the node dies, as a machine does), and
+        wait until the cluster has noticed (its health check): a job started after this does not
+        hear of the death as news."""
         for pid in marked(f"{self.dir}/{name}"):
             with contextlib.suppress(OSError):
                 os.kill(pid, sig)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline and any(name in n.get("resources_total", {}) for n in self.alive_nodes()):
+            time.sleep(0.5)
 
     def alive_nodes(self) -> list[dict]:
         """The cluster's live nodes, from the state API (`ray list nodes`)."""

@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.engines import free_port
+
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
 
@@ -27,12 +29,6 @@ def session(spec, body):
         finally:
             await t.close()
     return asyncio.run(go())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def keygen(path: Path) -> str:

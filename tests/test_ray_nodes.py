@@ -6,7 +6,9 @@ job whose rollout actor is placed on a worker node by that node's resource.
 - The actor's own error is only in the worker node's files (its `worker-*.err` under the node's
   temp dir, `log_to_driver=False`): the verdict's root cause is that line, named by the node.
 - The worker node dies under the job (its processes killed at once, as a machine that goes): the
-  verdict is an infrastructure failure naming the Ray node, from the state API's node table."""
+  verdict is an infrastructure failure naming the Ray node, from the state API's node table.
+- No node offers what the actor asks for: Ray's autoscaler says so in the driver's log, the
+  verdict is that hang, and the post-mortem names the actor still waiting and what it lacks."""
 
 from __future__ import annotations
 
@@ -69,7 +71,7 @@ def lab(tmp_path_factory):
     lab.stop()
 
 
-def spec(tmp_path: Path, lab: SshLab, head: LocalRay, node: str, node_dir: str, body: str) -> Path:
+def spec(tmp_path: Path, lab: SshLab, head: LocalRay, node: str, node_dir: str | None, body: str) -> Path:
     work = tmp_path / "w"
     work.mkdir()
     (work / "job.py").write_text(ON_NODE.format(node=node, body=body))
@@ -84,10 +86,8 @@ def spec(tmp_path: Path, lab: SshLab, head: LocalRay, node: str, node_dir: str, 
           settle: 3
           env: {{READY: "{tmp_path}/ready"}}
           ray: {{address: '{head.address}', temp_dir: {head.dir}, python: /usr/bin/python3}}
-        nodes:
-          - {{host: jump, name: {node}, ray_temp_dir: {node_dir}}}
         budgets: {{relaunches: 0, infra_retries: 0}}
-        """))
+        """) + (f"nodes:\n  - {{host: jump, name: {node}, ray_temp_dir: {node_dir}}}\n" if node_dir else ""))
     return path
 
 
@@ -98,6 +98,16 @@ def verdict_of(home: Path, out: str) -> tuple[Path, dict]:
     return session, verdicts[0]
 
 
+def story(home: Path, out: str) -> str:
+    """What a failed assertion shows: the session's output, the end of what the run printed and of
+    the files gathered from its nodes (a Ray cluster misbehaving on a loaded machine says so there)."""
+    parts = [out[-1500:]]
+    for name in ("01.log", "01.postmortem.txt"):
+        for f in (home / "sessions").glob(f"*/attempts/{name}"):
+            parts.append(f"--- {name}\n" + "\n".join(f.read_text(errors="replace").splitlines()[-40:]))
+    return "\n".join(parts)
+
+
 def test_an_error_only_in_a_worker_nodes_ray_files_is_the_root_cause_named_by_the_node(cluster, lab, tmp_path):
     node_dir = cluster.add_node("w1")
     try:
@@ -106,7 +116,7 @@ def test_an_error_only_in_a_worker_nodes_ray_files_is_the_root_cause_named_by_th
     finally:
         cluster.stop_node("w1")
     session, verdict = verdict_of(home, r.stdout + r.stderr)
-    assert verdict["root"]["category"] == "oom", (r.stdout[-2000:], verdict)
+    assert verdict["root"] and verdict["root"]["category"] == "oom", (story(home, r.stdout), verdict)
     assert "(on the worker node)" in verdict["root"]["text"]
     files = (session / "attempts" / "01.postmortem.txt").read_text()
     # the error is in the node's worker file, gathered over the node's own link; not on the head
@@ -128,14 +138,31 @@ def test_a_ray_node_that_dies_under_the_job_is_an_infrastructure_failure_naming_
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: (tmp_path / "ready").exists() or run.poll() is not None, "the actor to start on w2", 180)
-        assert (tmp_path / "ready").exists(), run.communicate()[0][-2000:]
+        assert (tmp_path / "ready").exists(), story(home, run.communicate()[0])
         cluster.stop_node("w2")  # the node dies as a machine does, its raylet and workers at once
         out = run.communicate(timeout=300)[0]
     finally:
         run.kill()
         cluster.stop_node("w2")
     session, verdict = verdict_of(home, out)
-    assert verdict["root"]["class"] == "infra" or verdict["root"].get("id") == "ray_node_dead", (out[-2000:], verdict)
+    assert verdict["root"] and verdict["root"]["class"] == "infra", (story(home, out), verdict)
     assert "w2" in verdict["root"]["text"], verdict["root"]
     files = (session / "attempts" / "01.postmortem.txt").read_text()
     assert "ray node w2 " in files and "died while the job ran" in files, files
+
+
+def test_an_actor_no_node_can_hold_is_a_hang_naming_what_it_asked_for(cluster, lab, tmp_path):
+    """No node offers the resource the actor asks for (a node that never joined, a resource name
+    misspelt): Ray's autoscaler says so in the driver's log, the job waits for ever; the verdict
+    is that, and the post-mortem names the actor and what no live node offers."""
+    path, home = spec(tmp_path, lab, cluster, "w9", None, WAITS), tmp_path / "home"
+    job = tmp_path / "w" / "job.py"  # the driver's log gets Ray's messages (the autoscaler's among them)
+    job.write_text(job.read_text().replace("ray.init(log_to_driver=False)", "ray.init()"))
+    r = harness("run", str(path), "--offline", "-c", "launch.stall=60", home=home, timeout=300)
+    session, verdict = verdict_of(home, r.stdout + r.stderr)
+    assert verdict["root"] and verdict["root"]["signature"] == "ray_unschedulable", (story(home, r.stdout), verdict)
+    assert verdict["outcome"] == "hang" and verdict["root"]["category"] == "config_mismatch", verdict
+    assert "'w9': 1.0" in verdict["root"]["text"]
+    files = (session / "attempts" / "01.postmortem.txt").read_text()
+    assert "actor Rollout pid=0 waits to be placed (PENDING_CREATION): it asked for w9=1; no live node offers w9" in files, files
+    assert not (tmp_path / "ready").exists()  # it never ran

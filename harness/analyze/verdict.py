@@ -100,12 +100,11 @@ ANSWERED = re.compile(r'"(?:GET|POST|PUT|DELETE|HEAD|PATCH) \S+ HTTP/[\d.]+" [23
 REQUEST = re.compile(r'"(?:GET|POST|PUT|PATCH) (?P<path>/[^\s?"]*)\S* HTTP/[\d.]+" \d{3}\b')
 
 
-def silence(an, quiet: float, stage: int) -> Finding:
-    """The root cause of a run that went silent without an error: its last line, categorised by
-    the error family its last lines belong to (a TCPStore wait is a collective hang), else by
-    the stage it hangs in (`silent_category`)."""
-    peeled = [t for ln in an.tail if (t := make_line(0, ln, an.pb.prefixes, an.framing).text).strip()]  # without Ray's
-    # and ranks' prefixes, and without blank lines (a framing's empty record says nothing)
+def _last_said(an) -> tuple[list[str], str, list[str]]:
+    """A run's last lines without Ray's and ranks' prefixes and without blank lines (a framing's
+    empty record says nothing), the one that says most of them, and the error families they
+    belong to (nearest the end first)."""
+    peeled = [t for ln in an.tail if (t := make_line(0, ln, an.pb.prefixes, an.framing).text).strip()]
     tail = peeled[-3:]
     # A server's access-log line of a request it answered (uvicorn's `"GET /v1/models HTTP/1.1" 200 OK`,
     # as vLLM's and SGLang's OpenAI servers print it) says the server is fine: the waiting is in what
@@ -113,12 +112,43 @@ def silence(an, quiet: float, stage: int) -> Finding:
     waited = [t for t in peeled if not ANSWERED.search(t)]
     last = waited[-1] if waited else (tail[-1] if tail else "")
     cats = [c for c in (family(an.pb, "", ln)[0] for ln in reversed(tail)) if c != "other"]
+    return tail, last, cats
+
+
+def silence(an, quiet: float, stage: int) -> Finding:
+    """The root cause of a run that went silent without an error: its last line, categorised by
+    the error family its last lines belong to (a TCPStore wait is a collective hang), else by
+    the stage it hangs in (`silent_category`)."""
+    tail, last, cats = _last_said(an)
     return Finding(key=SILENCE, line_no=an.line_no, text=last,
                    category=cats[0] if cats else silent_category(stage),
                    hint=f"The run printed nothing for {quiet:.0f}s after this line, in {STAGES[stage - 1]}: "
                         "see where its processes wait (the attempt's evidence: their stacks, states and last lines).",
                    stage=stage, outcome="hang", signature=SILENCE, detail=f"silent for {quiet:.0f}s",
                    lines=tail, context=an.tail[:-1][-8:])
+
+
+ENDED = "ended"  # the signature id of the root cause of a run that ended early without an error printed
+KILLED = frozenset((137, -9))  # SIGKILL as a shell (128 + 9) and as Python's subprocess report it
+
+
+def ended(an, code: int | None, stage: int) -> Finding:
+    """The root cause of a run that ended (exit status `code`) before the chain passed, with no
+    error the rules know: its last line, categorised by the error family its last lines belong
+    to; else a SIGKILL is `oom` (the host's OOM killer sends it and prints nothing into the run's
+    log: the class of `host_oom_sigkill`), anything else `other`. Never `running`: the run is over."""
+    tail, last, cats = _last_said(an)
+    killed = code in KILLED
+    status = "no exit status" if code is None else f"exit status {code}" + (" (SIGKILL)" if killed else "")
+    hint = (f"The run ended ({status}) before {STAGES[stage - 1]} passed and printed no error the rules know: "
+            "its last lines and its workers' files (the post-mortem) say why.")
+    if killed:
+        hint += " A SIGKILL with nothing printed is most often the host's OOM killer: check dmesg and host memory."
+    elif code == 0:
+        hint += " It stopped on its own: a step or epoch count, an empty dataset, a flag that skips the stage."
+    return Finding(key=ENDED, line_no=an.line_no, text=last or "(the run printed nothing)",
+                   category=cats[0] if cats else "oom" if killed else "other", hint=hint, stage=stage,
+                   outcome="crash", signature=ENDED, detail=status, lines=tail, context=an.tail[:-1][-8:])
 
 
 def under_way(an, line_no: int) -> int | None:

@@ -7,7 +7,7 @@ re-attaching, the marker sweep — holds for scheduled runs too:
     python3 jobsup.py run   job.json    submit, mirror the job's output to stdout, exit with its code
     python3 jobsup.py stop  job.json    ask the scheduler to stop the job and wait until it has
     python3 jobsup.py check job.json    can the scheduler be reached? (one line on stderr if not)
-    python3 jobsup.py deaths job.json   a Ray job's dead actors and their death causes
+    python3 jobsup.py deaths job.json   a Ray job's dead and unplaced actors, their death causes
 
 The verdict comes from the scheduler's state (Ray: PENDING/RUNNING/STOPPED/SUCCEEDED/FAILED;
 Slurm: `scontrol show job`'s JobState and ExitCode), never from the log stream: `ray job logs`
@@ -128,41 +128,31 @@ class Ray:
         self._call("POST", f"/api/jobs/{self.id}/stop")
 
     def deaths(self) -> str:
-        """The job's dead actors and why they died, from the state API (`ray list actors
-        --detail`): Ray forgets them once the cluster moves on, so this is read before a relaunch."""
+        """The job's dead actors and why they died, and those still waiting for a node with what
+        they asked for, from the state API (`ray list actors --detail`): Ray forgets them once the
+        cluster moves on, so this is read before a relaunch."""
         code, info = self._call("GET", f"/api/jobs/{self.id}")
         job = info.get("job_id") if code == 200 else None
         if not job:
             return ""
-        out = self._dead_nodes(info.get("start_time") or 0)
+        nodes = self._state_rows("nodes?detail=1&limit=1000")
+        out = _dead_nodes(nodes, info.get("start_time") or 0)
         for a in self._state_rows("actors?detail=1&limit=1000&filter_keys=job_id"
                                   f"&filter_predicates=%3D&filter_values={job}"):
+            if a.get("state") in UNPLACED:
+                out.append(f"actor {a.get('class_name')} pid=0 waits to be placed ({a['state']}): {_asked(a, nodes)}")
             if a.get("state") != "DEAD":
                 continue
             ctx = (a.get("death_cause") or {}).get("actor_died_error_context") or {}
             why = " ".join((ctx.get("error_message") or ctx.get("reason") or "no cause recorded").split())
             out.append(f"actor {a.get('class_name')} pid={a.get('pid')} node={ctx.get('node_ip_address', '?')} "
-                       f"died: {why[:600]}")
+                       f"died: {why[:600]}" + (f" (never placed: {_asked(a, nodes)})" if ctx.get("never_started") else ""))
         return "\n".join(out)
 
     def _state_rows(self, query: str) -> list[dict]:
         """The rows of a state API listing (`ray list …`); none when it does not answer."""
         code, answer = self._call("GET", f"/api/v0/{query}")
         return (((answer.get("data") or {}).get("result") or {}).get("result") or []) if code == 200 else []
-
-    def _dead_nodes(self, since_ms: int) -> list[str]:
-        """Ray nodes that died while the job ran (`ray list nodes --detail`), named by their
-        custom resources (how a task is placed on a node) and address."""
-        out = []
-        for n in self._state_rows("nodes?detail=1&limit=1000"):
-            if n.get("state") != "DEAD" or (n.get("end_time_ms") or 0) < since_ms:
-                continue
-            own = [r for r in (n.get("resources_total") or {})
-                   if r not in ("CPU", "GPU", "NPU", "memory", "object_store_memory") and not r.startswith("node:")]
-            why = " ".join((n.get("state_message") or "no cause recorded").split())
-            out.append(f"ray node {n.get('node_name') or n.get('node_ip')} id={str(n.get('node_id'))[:12]} "
-                       f"resources={','.join(own) or '-'} died while the job ran: {why[:600]}")
-        return out
 
     def output(self) -> bytes:
         """What the driver printed since the last call: its log file on this node when it is here
@@ -174,6 +164,37 @@ class Ray:
         data = (answer.get("logs") or "").encode() if code == 200 else b""
         new, self.log_at = data[self.log_at:], max(self.log_at, len(data))
         return new
+
+
+UNPLACED = ("DEPENDENCIES_UNREADY", "PENDING_CREATION")  # `ray list actors` states of an actor no node runs yet
+OWN_RESOURCES = ("CPU", "GPU", "NPU", "memory", "object_store_memory")  # besides these, a node's resources name it
+
+
+def _dead_nodes(nodes: list[dict], since_ms: int) -> list[str]:
+    """Ray nodes that died while the job ran (rows of `ray list nodes --detail`), named by their
+    custom resources (how a task is placed on a node) and address."""
+    out = []
+    for n in nodes:
+        if n.get("state") != "DEAD" or (n.get("end_time_ms") or 0) < since_ms:
+            continue
+        own = [r for r in (n.get("resources_total") or {}) if r not in OWN_RESOURCES and not r.startswith("node:")]
+        why = " ".join((n.get("state_message") or "no cause recorded").split())
+        out.append(f"ray node {n.get('node_name') or n.get('node_ip')} id={str(n.get('node_id'))[:12]} "
+                   f"resources={','.join(own) or '-'} died while the job ran: {why[:600]}")
+    return out
+
+
+def _asked(actor: dict, nodes: list[dict]) -> str:
+    """What an actor Ray has not placed asked for, and which of that no live node offers."""
+    asked = actor.get("required_resources") or {}
+    offered: dict[str, float] = {}
+    for n in nodes:
+        if n.get("state") == "ALIVE":
+            for r, amount in (n.get("resources_total") or {}).items():
+                offered[r] = max(offered.get(r, 0.0), float(amount))
+    short = [r for r, amount in asked.items() if offered.get(r, 0.0) < float(amount)]
+    said = ", ".join(f"{r}={amount:g}" for r, amount in asked.items()) or "nothing"
+    return f"it asked for {said}" + (f"; no live node offers {', '.join(short)}" if short else "")
 
 
 class Slurm:

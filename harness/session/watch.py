@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..analyze import Analyzer
-from ..analyze.verdict import GUESSED, SILENCE, silence, silent_stage
+from ..analyze.verdict import GUESSED, SILENCE, ended, silence, silent_stage
+from ..analyze.findings import Finding
 from ..analyze.timeorder import merge
 from ..chain import STAGES
 from ..errors import HostUnreachable
@@ -178,6 +179,9 @@ async def watch(ses, handle: RunHandle, an: Analyzer, on_stage, on_data) -> Watc
                     found = await logs.postmortem(handle)
                 logs.finish()
                 v = an.verdict(None)
+                if v["outcome"] in ("running", "unknown"):  # over, with nothing that says why: its last line
+                    nxt = silent_stage(an, v["last_stage_passed"])
+                    v = _failed_at(v, nxt, ended(an, status.exit_code, nxt))
                 passed = v["outcome"] == "pass" and an.healthy_updates >= spec.passing.actor_updates
                 return Watch(v, "passed" if passed else "exited", status.exit_code, postmortem=found)
         over = ses.budget_while_running(now, started)
@@ -226,8 +230,14 @@ def _hung(an: Analyzer, now: float, stall: float) -> dict:
     v = an.verdict(now)
     if v["outcome"] in ("running", "unknown"):
         nxt = silent_stage(an, v["last_stage_passed"])
-        rc = silence(an, now - (an.last_ts or now), nxt).to_dict() | {"stage": v["stages"][nxt - 1]["name"]}
-        v = {**v, "outcome": "hang", "failed_stage": nxt, "root_cause": rc}
-        v["stages"] = [{**s, "status": "failed", "line_no": rc["line_no"], "evidence": rc["text"]} if i == nxt else s
-                       for i, s in enumerate(v["stages"], 1)]
+        v = _failed_at(v, nxt, silence(an, now - (an.last_ts or now), nxt))
+    return v
+
+
+def _failed_at(v: dict, stage: int, root: Finding) -> dict:
+    """`v` with the chain failed at `stage` for `root`, with its outcome."""
+    rc = root.to_dict() | {"stage": v["stages"][stage - 1]["name"]}
+    v = {**v, "outcome": root.outcome, "failed_stage": stage, "root_cause": rc}
+    v["stages"] = [{**s, "status": "failed", "line_no": rc["line_no"], "evidence": rc["text"]} if i == stage else s
+                   for i, s in enumerate(v["stages"], 1)]
     return v
