@@ -803,3 +803,78 @@ def test_a_line_that_restates_a_later_exception_gives_way_to_it():
                    "Traceback (most recent call last):\n"
                    '  File "/srv/tinyrl/engine.py", line 40, in wait\nRuntimeError: launch failure\n')
     assert v["root_cause"]["line_no"] == 1
+
+
+def test_verl_s_switch_between_trainer_and_rollout_engine_is_the_completion_stage_s():
+    """The sharding manager's __enter__ syncs the actor's weights into the rollout engine and wakes
+    it, __exit__ puts it to sleep (so do newer verl's rollout_mode / trainer_mode): a failure there,
+    inside generate_sequences, is the weight sync's (completion); in the generation itself, the
+    rollout's (verl's agent loop: trajectory)."""
+    pb = load_playbook("verl")
+    head = ("ray::WorkerDict.actor_rollout_generate_sequences() (pid=7, ip=10.0.0.1)\n"
+            '  File "/srv/verl/verl/workers/fsdp_workers.py", line 446, in generate_sequences\n'
+            "    with self.rollout_sharding_manager:\n")
+    inner = ('  File "/srv/verl/verl/workers/sharding_manager/fsdp_vllm.py", line {n}, in {fn}\n'
+             "    torch.cuda.empty_cache()\n")
+    tail = "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    for fn in ("__enter__", "__exit__"):
+        v, _ = run(pb, head + inner.format(n=105, fn=fn) + tail)
+        assert v["failed_stage"] == 2, (fn, v["root_cause"])
+    v, _ = run(pb, head.replace("with self.rollout_sharding_manager:", "output = self.rollout.generate_sequences(prompts)")
+               + '  File "/srv/verl/verl/workers/rollout/vllm_rollout.py", line 88, in generate_sequences\n'
+               "    outputs = self.inference_engine.generate(prompts)\n" + tail)
+    assert v["failed_stage"] == 4, v["root_cause"]
+    v, _ = run(pb, '  File "/srv/verl/verl/workers/fsdp_workers.py", line 600, in rollout_mode\n'
+                   "    await self.rollout.resume()\n" + tail)
+    assert v["failed_stage"] == 2, v["root_cause"]
+
+
+def test_ray_s_memory_monitor_summary_is_an_oom_before_the_driver_s_traceback():
+    """The raylet's periodic summary names the workers its memory monitor killed; the driver's
+    traceback that follows is what that did to it. A summary of none killed says nothing."""
+    pb = load_playbook("ray")
+    said = ("(raylet) [2026-01-02 10:00:00,117 E 135 135] (raylet) node_manager.cc:3041: {n} Workers (tasks / actors) "
+            "killed due to memory pressure (OOM), {m} Workers crashed due to other reasons at node (ID: 3e4f, "
+            "IP: 10.0.0.7) over the last time period.\n")
+    driver = ("Traceback (most recent call last):\n"
+              '  File "/srv/trainer/main.py", line 12, in main\n'
+              "    ray.get(runner.run.remote(cfg))\n"
+              "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n")
+    v, _ = run(pb, said.format(n=2, m=0) + driver)
+    assert v["root_cause"]["category"] == "oom" and v["root_cause"]["line_no"] == 1, v["root_cause"]
+    v, _ = run(pb, said.format(n=0, m=3) + driver)
+    assert v["root_cause"]["line_no"] == 5 and v["root_cause"]["category"] != "oom", v["root_cause"]
+
+
+@pytest.mark.parametrize("line", [
+    "(TaskRunner pid=29) [2026-01-02 07:14:27,052 C 29 29] task_receiver.cc:219:  Check failed: objects_valid ",
+    "F0102 07:14:27.052113  4711 sentencepiece_processor.cc:1101] Check failed: status.ok() unknown piece",
+])
+def test_a_native_check_that_failed_is_the_crash_not_the_native_stack_after_it(line):
+    """glog's CHECK and Ray's RAY_CHECK abort with `Check failed: <condition>`, then a native stack:
+    the check is the root, a crash (the stack's frame lines say nothing)."""
+    stack = "".join(f"    /usr/lib/python3/site-packages/ray/_raylet.so(+0x13ddb{i}) [0x73a4e483{i}] ray::f{i}()\n"
+                    for i in range(4))
+    v, _ = run(load_playbook("base"), line + "\n*** StackTrace Information ***\n" + stack)
+    assert v["outcome"] == "crash" and v["root_cause"]["line_no"] == 1, v["root_cause"]
+    assert v["root_cause"]["signature"] == "native_check_failed"
+
+
+@pytest.mark.parametrize("lib, var", [("NCCL", "VLLM_NCCL_SO_PATH"), ("HCCL", "HCCL_SO_PATH")])
+def test_a_collective_library_the_engine_cannot_load_is_the_configuration_s(lib, var):
+    line = (f"(VllmWorker rank=1 pid=9) ERROR 01-02 09:48:31 [py{lib.lower()}_wrapper.py:229] Failed to load {lib} "
+            f"library from /opt/lib{lib.lower()}.so.2. It is expected if you are not running on the devices it is "
+            f"for. If you already have the library, please set the environment variable {var} to point to it.\n")
+    v, _ = run(load_playbook("base"), "INFO:     127.0.0.1:5 - \"POST /init_communicator/ HTTP/1.1\" 200 OK\n" + line)
+    assert (v["root_cause"]["category"], v["failed_stage"]) == ("config_mismatch", 1), v["root_cause"]
+
+
+def test_a_lazy_module_s_failed_import_is_the_stack_s_versions():
+    """transformers' (and TRL's) lazy modules re-raise an import that failed inside as a RuntimeError."""
+    log = ("Traceback (most recent call last):\n"
+           '  File "/srv/train.py", line 3, in <module>\n'
+           "    from trl import GRPOTrainer\n"
+           "RuntimeError: Failed to import trl.trainer.grpo_trainer because of the following error (look up to see "
+           "its traceback):\nNo module named 'vllm_ascend'\n")
+    v, _ = run(load_playbook("base"), log)
+    assert v["root_cause"]["category"] == "version_incompat", v["root_cause"]
