@@ -878,3 +878,24 @@ def test_a_lazy_module_s_failed_import_is_the_stack_s_versions():
            "its traceback):\nNo module named 'vllm_ascend'\n")
     v, _ = run(load_playbook("base"), log)
     assert v["root_cause"]["category"] == "version_incompat", v["root_cause"]
+
+
+@pytest.mark.parametrize("request_line, stage", [
+    ('INFO:     127.0.0.1:41788 - "POST /init_communicator/ HTTP/1.1" 200 OK', 1),
+    ('INFO:     127.0.0.1:41788 - "POST /update_named_param/ HTTP/1.1" 200 OK', 2),
+    ("Processed prompts:  40%|████      | 4/10 [00:03<00:05]", 2),  # a bar: the engine's own name stands
+])
+def test_a_request_a_server_just_answered_says_what_its_engine_was_doing(request_line, stage):
+    """An engine process's error is a generation's by its name alone; the request its server had
+    just answered says what its client had it do (TRL's and ms-swift's vLLM servers: the trainer
+    sets up the weight-sync communicator before the first rollout)."""
+    log = (f'INFO:     127.0.0.1:60102 - "GET /health/ HTTP/1.1" 200 OK\n{request_line}\n'
+           "(EngineCore_DP0 pid=19) ERROR 01-02 19:25:52 [core.py:790] Invocation of collective_rpc method failed\n"
+           "(EngineCore_DP0 pid=19) ERROR 01-02 19:25:52 [core.py:790] Traceback (most recent call last):\n"
+           '(EngineCore_DP0 pid=19) ERROR 01-02 19:25:52 [core.py:790]   File "/srv/vllm/v1/engine/core.py", line 423, '
+           "in collective_rpc\n"
+           "(EngineCore_DP0 pid=19) ERROR 01-02 19:25:52 [core.py:790]     return self.model_executor.collective_rpc(m)\n"
+           "(EngineCore_DP0 pid=19) ERROR 01-02 19:25:52 [core.py:790] AttributeError: 'NoneType' object has no "
+           "attribute 'device'\n")
+    v, _ = run(load_playbook(None), log)
+    assert v["failed_stage"] == stage, v["root_cause"]

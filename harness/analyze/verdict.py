@@ -169,7 +169,7 @@ def under_way(an, line_no: int) -> int | None:
 BAR = re.compile(r"(?P<desc>[A-Za-z][\w .()/-]*?):\s*(?P<pct>\d{1,3})%\|")
 
 
-def bar_stage(pb, lines: list[str]) -> tuple[int, int] | None:
+def bar_stage(pb, lines: list[str], requests_only: bool = False) -> tuple[int, int] | None:
     """(stage, how many lines before the last of `lines` it was printed) of the phase the last
     progress bar among `lines` counts, when it was still counting (below 100 %) and its description
     names a stage's work: EasyR1's `Compute log probs`, verl-tool's `Async Generating sequences`,
@@ -182,7 +182,7 @@ def bar_stage(pb, lines: list[str]) -> tuple[int, int] | None:
         req = REQUEST.search(text)
         if req is not None and (stage := requested_stage(pb, req["path"])) is not None:
             return stage, back
-        for m in reversed(list(BAR.finditer(text))):
+        for m in [] if requests_only else reversed(list(BAR.finditer(text))):
             stage = named_stage(pb, m["desc"])
             if stage is not None:
                 return (stage, back) if int(m["pct"]) < 100 else None
@@ -194,8 +194,10 @@ def phase_under_way(an, line_no: int, lines: list[str], named: int | None = None
     or by a progress bar still counting (or a request line) among `lines`, the lines up to it,
     when no stage marker came after it. A bar does not override a stage `named` by the failing
     process or its callers: phases overlap (an async pipeline scores one batch while it generates
-    the next, its bars interleaved)."""
-    bar = bar_stage(an.pb, lines) if named is None else None
+    the next, its bars interleaved). A request line does: a server's log of the request it just
+    answered says what its client had it do (`POST /init_communicator/` before an engine process's
+    error: the weight-sync communicator's set-up, not a generation)."""
+    bar = bar_stage(an.pb, lines, requests_only=named is not None)
     if bar is not None:
         marks = [at for at, _ in an.reached.values()] + list(an.entered.values()) + [an.last_update or -1]
         if line_no - bar[1] > max((at for at in marks if at < line_no), default=-1):
