@@ -899,3 +899,22 @@ def test_a_request_a_server_just_answered_says_what_its_engine_was_doing(request
            "attribute 'device'\n")
     v, _ = run(load_playbook(None), log)
     assert v["failed_stage"] == stage, v["root_cause"]
+
+
+@pytest.mark.parametrize("message, category", [
+    ("TypeError: accuracy_reward() missing 1 required positional argument: 'solution'", "data_format"),
+    ("TypeError: __main__.length_reward() got multiple values for keyword argument 'completions'", "data_format"),
+    ("TypeError: tool_reward() got an unexpected keyword argument 'answer'", "data_format"),
+    ("TypeError: format_reward() takes 1 positional argument but 2 were given", "version_incompat"),
+    ("TypeError: compute_advantage() missing 1 required positional argument: 'index'", "version_incompat"),
+])
+def test_a_reward_function_that_cannot_take_its_keyword_arguments_does_not_fit_the_data(message, category):
+    """Trainers pass a reward function the dataset's columns as keyword arguments (TRL's
+    reward_func(prompts=…, completions=…, **columns)): a keyword missing, extra or doubled is the
+    data's shape. A positional count that does not fit, or another phase's function, is the API's."""
+    log = ("Traceback (most recent call last):\n"
+           '  File "/srv/trl/trainer/grpo_trainer.py", line 900, in _calculate_rewards\n'
+           "    output_reward_func = reward_func(prompts=prompts, completions=completions, **reward_kwargs)\n"
+           f"{message}\n")
+    v, _ = run(load_playbook("base"), log)
+    assert v["root_cause"]["category"] == category, v["root_cause"]

@@ -11,7 +11,7 @@ from ..chain import STAGE_NO
 from ..playbook import MetricRule, Playbook, Signature
 from ..redact import redact
 from .blocks import FRAME, RAY_METHOD, Block
-from .callpath import LOOP, confined_stage, path_level, path_stage, with_calls
+from .callpath import LOOP, confined_stage, named_stage, path_level, path_stage, with_calls
 from .lines import Line, canonical
 
 ROLE_ORDER = {"cause": 0, "downstream": 1, "wrapper": 2}
@@ -166,6 +166,13 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
         # an error no family names, raised while scoring: the reward function's own (TRL's
         # reward_funcs, verl's compute_score, OpenRLHF's remote_rm_fn run the user's code)
         f.category = "reward_parsing"
+    if sig is None and f.stage == STAGE_NO["reward"] and KEYWORDS.search(line.text) \
+            and any(named_stage(pb, n) == f.stage for n in callee(line.text)):
+        # the reward function could not take the keyword arguments it was called with: trainers
+        # pass it the dataset's columns so (TRL GRPOTrainer: reward_func(prompts=…, completions=…,
+        # **{column: values})), so a column missing, extra or named like one of theirs is the data's
+        # shape; a count of positional arguments that does not fit is the calling convention's
+        f.category = "data_format"
     if seg is not None and line.no == seg.exc_no and line.text == seg.exc_type and seg.frames:
         f.text = f"{line.text} (at {seg.frames[-1].strip()})"  # a bare exception: say where it was raised
     f.lines, f.context = [ln.text for ln in blk.lines], blk.context
@@ -218,6 +225,9 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
 # `Trainer.step()`): the innermost call of the failure, where its frames may be cut away.
 CALLEE = re.compile(r"\bTypeError: ([A-Za-z_][\w.<>]*\(\)) (?:missing \d+ required|got an unexpected keyword"
                     r"|takes (?:from )?\d+|got multiple values|got some positional-only)")
+
+
+KEYWORDS = re.compile(r"\(\) (?:missing \d+ required|got an unexpected keyword|got multiple values)")
 
 
 def callee(text: str) -> list[str]:
