@@ -918,3 +918,18 @@ def test_a_reward_function_that_cannot_take_its_keyword_arguments_does_not_fit_t
            f"{message}\n")
     v, _ = run(load_playbook("base"), log)
     assert v["root_cause"]["category"] == category, v["root_cause"]
+
+
+@pytest.mark.parametrize("message, category", [
+    ("ValueError: Input length of input_ids is 5000, but `max_length` is set to 4096. This can lead to unexpected "
+     "behavior.", "length_limit"),  # transformers generation utils
+    ("wandb.errors.errors.CommError: Run initialization has timed out after 90.0 sec.", "network_proxy"),
+    ("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised: RuntimeError: Triton Error [CUDA]: "
+     "invalid argument", "device_runtime_error"),  # not the configuration's "invalid argument"
+    ("RuntimeError: Failed to infer device type", "device_runtime_error"),  # vLLM with no accelerator in sight
+    ("OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.", "config_mismatch"),
+])
+def test_messages_their_printers_define_belong_to_their_family(message, category):
+    log = f'Traceback (most recent call last):\n  File "/srv/run/train.py", line 3, in main\n    run()\n{message}\n'
+    v, _ = run(load_playbook(None), log)
+    assert v["root_cause"]["category"] == category, v["root_cause"]
