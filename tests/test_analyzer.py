@@ -928,6 +928,20 @@ def test_a_reward_function_that_cannot_take_its_keyword_arguments_does_not_fit_t
      "invalid argument", "device_runtime_error"),  # not the configuration's "invalid argument"
     ("RuntimeError: Failed to infer device type", "device_runtime_error"),  # vLLM with no accelerator in sight
     ("OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.", "config_mismatch"),
+    ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", "oom"),  # SGLang
+    ("RuntimeError: stack expects each tensor to be equal size, but got [3, 512] at entry 0 and [3, 480] at entry 1",
+     "data_format"),
+    ("ValueError: Unable to create tensor, you should probably activate truncation and/or padding with "
+     "'padding=True' 'truncation=True' to have batched tensors with the same length.", "data_format"),
+    ("RuntimeError: torch.cat(): expected a non-empty list of Tensors", "data_format"),
+    ("datasets.exceptions.DatasetNotFoundError: Dataset 'org/gsm9k' doesn't exist on the Hub or cannot be accessed.",
+     "config_mismatch"),
+    ("openai.NotFoundError: Error code: 404 - {'object': 'error', 'message': 'The model `policy` does not exist.'}",
+     "config_mismatch"),  # the agent asks the rollout server for a model by another name
+    ("RuntimeError: Expected to mark a variable ready only once. This error is caused by one of the following "
+     "reasons: 1) Use of a module parameter outside the `forward` function.", "config_mismatch"),
+    ('ValueError: Trying to set a tensor of shape torch.Size([151936, 896]) in "weight" (which has shape '
+     "torch.Size([151665, 896])), this looks incorrect.", "weight_mapping"),
 ])
 def test_messages_their_printers_define_belong_to_their_family(message, category):
     log = f'Traceback (most recent call last):\n  File "/srv/run/train.py", line 3, in main\n    run()\n{message}\n'
