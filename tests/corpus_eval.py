@@ -45,6 +45,7 @@ CORPORA = {"realworld": SHARED / "corpus" / "realworld", "realworld2": SHARED / 
            "realworld11": ROOT / "tests" / "corpus" / "realworld11"}
 # scored blind, not tuned on: their per-case lines are not printed (only with --show-held-out)
 HELD_OUT = ("realworld6", "realworld8", "realworld11")
+FIRST_FOUR = ("realworld", "realworld2", "realworld3", "realworld4")
 AFTER = 7 * 86400  # seconds after a case's log stopped that it is examined
 KEYS = ("stage", "category", "digest", "chosen", "outcome")
 _REF = re.compile(r"corpus/(realworld\d*)/(\d+)")
@@ -232,6 +233,8 @@ if __name__ == "__main__":
             mine = [r for r in rows if r[0]["corpus"] == name]
             if mine:
                 print(f"{name:>11}  {len(mine):3} cases  {_pct(shares(mine))}")
+        first = [r for r in rows if r[0]["corpus"] in FIRST_FOUR]  # the README's table of --as modes
+        print(f"{'first four':>11}  {len(first):3} cases  {_pct(shares(first))}")
         print(f"{'all':>11}  {len(rows):3} cases  {_pct(shares(rows))}")
         sys.exit(0)
     rows = evaluate()
