@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..analyze import Analyzer
-from ..analyze.verdict import GUESSED, SILENCE, ended, silence, silent_stage
 from ..analyze.findings import Finding
 from ..analyze.timeorder import merge
+from ..analyze.verdict import GUESSED, SILENCE, ended, silence, silent_stage
 from ..chain import STAGES
 from ..errors import HostUnreachable
 from ..remote.evidence import waiting_in
