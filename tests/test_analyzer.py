@@ -942,8 +942,19 @@ def test_a_reward_function_that_cannot_take_its_keyword_arguments_does_not_fit_t
      "reasons: 1) Use of a module parameter outside the `forward` function.", "config_mismatch"),
     ('ValueError: Trying to set a tensor of shape torch.Size([151936, 896]) in "weight" (which has shape '
      "torch.Size([151665, 896])), this looks incorrect.", "weight_mapping"),
+    ("RuntimeError: ACL stream synchronize failed, error code:507014", "device_runtime_error"),  # torch_npu
+    ("RuntimeError: The Inner error is reported as above. The process exits for this inner error, and the current "
+     "working operator name is aclnnFlashAttentionScore.", "device_runtime_error"),
 ])
 def test_messages_their_printers_define_belong_to_their_family(message, category):
     log = f'Traceback (most recent call last):\n  File "/srv/run/train.py", line 3, in main\n    run()\n{message}\n'
     v, _ = run(load_playbook(None), log)
+    assert v["root_cause"]["category"] == category, v["root_cause"]
+
+
+@pytest.mark.parametrize("code, category", [("ERR02200 DIST call hccl api failed.", "distributed_comm_hang"),
+                                            ("ERR00100 PTA call acl api failed.", "device_runtime_error")])
+def test_torch_npu_s_error_header_says_which_sub_module_failed(code, category):
+    """torch_npu's header names its sub-module (00 PTA, 01 OPS, 02 DIST): alone, it says that much."""
+    v, _ = run(load_playbook("ascend"), f"[ERROR] 2026-01-02-10:45:23 (PID:1307, Device:0, RankID:8) {code}\n")
     assert v["root_cause"]["category"] == category, v["root_cause"]
