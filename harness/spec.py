@@ -110,6 +110,8 @@ class RayJob(_Model):
     stop_wait: Duration = Field(60, description="seconds Ray gives the driver between SIGTERM and SIGKILL "
                                 "(RAY_JOB_STOP_WAIT_TIME_S): Ray's default of 3 s is too short for a trainer "
                                 "tearing down its collectives or writing a checkpoint")
+    patience: Duration = Field(120, description="seconds the scheduler may stay silent (not answer, or answer a "
+                               "submission with an error of its own) before the run counts as lost with it")
     python: str = Field("python3", description="the host's Python (3.8+, standard library only) that runs the "
                         "job's supervisor")
 
@@ -121,6 +123,8 @@ class SlurmJob(_Model):
                                "workdir, submitted as it is instead of the one the harness writes around `command`")
     stop_wait: Duration = Field(60, description="seconds to wait for the job to leave the queue after scancel "
                                 "(more than slurm.conf's KillWait, 30 s by default)")
+    patience: Duration = Field(120, description="seconds the scheduler may stay silent (not answer, or answer a "
+                               "submission with an error of its own) before the run counts as lost with it")
     python: str = Field("python3", description="the host's Python (3.8+, standard library only) that runs the "
                         "job's supervisor")
 

@@ -6,6 +6,7 @@ what the job leaves behind is swept."""
 import asyncio
 import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -354,3 +355,41 @@ def test_a_ray_job_is_queued_while_ray_sets_it_up_and_not_once_it_ran(ray_head, 
     h, seen = local(body)
     assert any(q.startswith("PENDING") for q in seen), seen
     assert seen[-1] == "" and not (Path(h.run_dir) / "queued").exists(), seen
+
+
+def test_a_ray_head_that_dies_under_the_job_ends_the_run_as_the_infrastructure_s(tmp_path):
+    """The head goes (its processes killed, the job's driver with them): the supervisor rides out
+    `ray.patience` seconds of a Jobs API that does not answer, then says so as the run log's last
+    line, which the playbook reads as the infrastructure's (harness_scheduler_lost)."""
+    from harness.engines import LocalRay
+    from harness.session.journal import Journal
+    from test_sessions import HARNESS, PROXY_VARS, wait_for
+
+    head = LocalRay().start()  # its own: this test takes it down
+    try:
+        work, home = tmp_path / "w", tmp_path / "home"
+        work.mkdir()
+        (work / "job.py").write_text("import time\nprint('engine started', flush=True)\ntime.sleep(600)\n")
+        (tmp_path / "h.yaml").write_text(
+            f"host: localhost\ntransport: local\nworkdir: {work}\n"
+            f"launch: {{command: {PY} job.py, via: ray-job, settle: 2,\n"
+            f"         ray: {{address: '{head.address}', temp_dir: {head.dir}, patience: 5}}}}\n"
+            "budgets: {relaunches: 0, infra_retries: 0}\n")
+        env = {k: v for k, v in os.environ.items() if k not in PROXY_VARS} | {"HARNESS_HOME": str(home)}
+        run = subprocess.Popen([str(HARNESS), "run", str(tmp_path / "h.yaml"), "--offline"], env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: any("engine started" in p.read_text(errors="replace")
+                                 for p in work.glob(".harness/runs/*/run.log")) or run.poll() is not None,
+                     "the job to start", 180)
+            head.stop()
+            out = run.communicate(timeout=240)[0]
+        finally:
+            run.kill()
+    finally:
+        head.stop()
+    session = next((home / "sessions").iterdir())
+    verdict = next(e for e in Journal.read(session / "journal.jsonl") if e["type"] == "verdict")
+    assert verdict["root"] and verdict["root"]["signature"] == "harness_scheduler_lost", (out[-2000:], verdict)
+    assert verdict["root"]["class"] == "infra" and verdict["outcome"] == "crash", verdict
+    assert "gave up after 5s" in verdict["root"]["text"]

@@ -32,7 +32,7 @@ import urllib.error
 import urllib.request
 
 POLL = 1.0  # seconds between two looks at the job's state
-PATIENCE = 120.0  # seconds the scheduler may stay silent before the run counts as lost with it
+PATIENCE = 120.0  # seconds the scheduler may stay silent before the run counts as lost with it (conf: patience)
 RAY_TERMINAL = {"STOPPED", "SUCCEEDED", "FAILED"}
 # A job the scheduler has accepted but not started: Ray's PENDING (its supervisor actor and
 # runtime env being set up), Slurm's PENDING (waiting for resources, priority, a begin time),
@@ -102,7 +102,7 @@ class Ray:
         c = self.conf
         body = {"entrypoint": c["entrypoint"], "submission_id": self.id,
                 "runtime_env": {"env_vars": c["env_vars"]}, "metadata": {"harness_run": self.id}}
-        deadline = time.monotonic() + PATIENCE
+        deadline = time.monotonic() + float(c.get("patience", PATIENCE))
         while True:  # a head just started answers 500 until its agent is up ("please try again later")
             code, answer = self._call("POST", "/api/jobs/", body)
             if code < 500 or time.monotonic() > deadline:
@@ -278,6 +278,7 @@ def run(job, stop_wait: float, queued: str) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(time.monotonic()))
     signal.signal(signal.SIGINT, lambda *_: stopping.append(time.monotonic()))
     job.submit()
+    patience = float(job.conf.get("patience", PATIENCE))
     asked, failing, said = False, None, None
     while True:
         try:
@@ -290,8 +291,8 @@ def run(job, stop_wait: float, queued: str) -> int:
                 said = waiting
         except Unreachable as e:  # a loaded head, a restarting slurmctld: wait a while
             failing = failing or time.monotonic()
-            if time.monotonic() - failing > PATIENCE:
-                sys.stderr.write(f"harness: {e}; gave up after {PATIENCE:g}s\n")
+            if time.monotonic() - failing > patience:
+                sys.stderr.write(f"harness: {e}; gave up after {patience:g}s\n")
                 return 2
             time.sleep(POLL)
             continue

@@ -88,7 +88,7 @@ class RayJobLauncher(_Scheduled):
         env_vars = {**{n: "" for n in unset}, **env, MARKER: run_id, "RAY_JOB_STOP_WAIT_TIME_S": f"{j.stop_wait:g}"}
         return {"kind": "ray", "id": run_id, "address": j.address, "entrypoint": entry, "env_vars": env_vars,
                 "driver_log": f"{j.temp_dir.rstrip('/')}/session_latest/logs/job-driver-{run_id}.log",
-                "stop_wait": j.stop_wait}
+                "stop_wait": j.stop_wait, "patience": j.patience}
 
     async def _prepare(self, cmd, *, wd, rd, run_id, env, unset):
         await self.t.write(f"{rd}/job.sh", cmd.rstrip("\n").encode() + b"\n", mode=0o600)
@@ -102,7 +102,8 @@ class SlurmLauncher(_Scheduled):
         j = self.job
         script = f"{wd}/{j.script}" if j.script and not j.script.startswith("/") else j.script or f"{rd}/job.sh"
         return {"kind": "slurm", "id": run_id, "workdir": wd, "script": script, "options": list(j.options),
-                "out": f"{rd}/job.out", "job_file": f"{rd}/slurm_job", "stop_wait": j.stop_wait}
+                "out": f"{rd}/job.out", "job_file": f"{rd}/slurm_job", "stop_wait": j.stop_wait,
+                "patience": j.patience}
 
     async def _prepare(self, cmd, *, wd, rd, run_id, env, unset):
         if not self.job.script:  # sbatch exports the supervisor's environment: the run's env is in it
