@@ -393,3 +393,36 @@ def test_a_ray_head_that_dies_under_the_job_ends_the_run_as_the_infrastructure_s
     assert verdict["root"] and verdict["root"]["signature"] == "harness_scheduler_lost", (out[-2000:], verdict)
     assert verdict["root"]["class"] == "infra" and verdict["outcome"] == "crash", verdict
     assert "gave up after 5s" in verdict["root"]["text"]
+
+
+def test_slurmctld_down_under_a_running_job_is_ridden_out_then_the_run_is_lost_with_it(slurm_lab, tmp_path,
+                                                                                        monkeypatch):
+    """slurmctld stops answering while the job runs: the supervisor keeps asking for `patience`
+    seconds, then ends the run with the line the playbook reads as the infrastructure's. (Before,
+    an unanswered `scontrol show job` read as a job still running, for ever.)"""
+    from harness.engines import marked
+
+    monkeypatch.setenv("SLURM_CONF", slurm_lab.conf)
+    ctld = [p for p in marked(slurm_lab.dir) if b"slurmctld" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    assert ctld
+
+    async def body(t):
+        lau = SlurmLauncher(t, SlurmJob(patience=4))
+        h = await lau.launch("echo training; sleep 60", workdir=str(tmp_path))
+        deadline = time.monotonic() + 60
+        while "training" not in Path(h.log_path).read_text() and time.monotonic() < deadline:
+            await asyncio.sleep(0.3)
+        for pid in ctld:
+            os.kill(pid, 9)
+        return h, await ended(lau, h, timeout=120)
+    try:
+        h, st = local(body)
+    finally:  # the other tests' slurmctld: back up, its state recovered from its state dir
+        slurm_lab._daemon("slurmctld", "-D", "-f", slurm_lab.conf)
+        wait_ok = time.monotonic() + 60
+        while "UP" not in slurm_lab.scontrol("ping").stdout and time.monotonic() < wait_ok:
+            time.sleep(0.5)
+    last = Path(h.log_path).read_text().splitlines()[-1]
+    assert st.exit_code == 2 and last.startswith("harness: slurmctld does not answer `scontrol show job`"), last
+    assert last.endswith("gave up after 4s"), last
+    subprocess.run(["scancel", (Path(h.run_dir) / "slurm_job").read_text().strip()], env={**os.environ})

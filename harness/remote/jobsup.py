@@ -226,8 +226,11 @@ class Slurm:
 
     def state(self) -> tuple[bool, int | None, str]:
         r = self._cmd("scontrol", "show", "job", "-o", self.job)
-        if r.returncode != 0:  # gone from slurmctld's memory (MinJobAge) before we saw it end
-            return "Invalid job id" in r.stderr, 1, f"gone from the queue ({r.stderr.strip()})"
+        if r.returncode != 0 and "Invalid job id" in r.stderr:  # gone from slurmctld's memory (MinJobAge) before
+            return True, 1, f"gone from the queue ({r.stderr.strip()})"  # we saw it end
+        if r.returncode != 0:  # slurmctld down or restarting: ridden out for `patience`, then the run is lost
+            raise Unreachable("slurmctld does not answer `scontrol show job`: "
+                              + (r.stdout + r.stderr).strip().replace("\n", "; "))
         fields = dict(re.findall(r"(\w+)=(\S*)", r.stdout))
         state, reason = fields.get("JobState", "?"), fields.get("Reason", "None")
         code, _, sig = fields.get("ExitCode", "0:0").partition(":")
