@@ -426,3 +426,28 @@ def test_slurmctld_down_under_a_running_job_is_ridden_out_then_the_run_is_lost_w
     assert st.exit_code == 2 and last.startswith("harness: slurmctld does not answer `scontrol show job`"), last
     assert last.endswith("gave up after 4s"), last
     subprocess.run(["scancel", (Path(h.run_dir) / "slurm_job").read_text().strip()], env={**os.environ})
+
+
+def test_a_slurmctld_that_restarts_under_a_running_job_is_ridden_out(slurm_lab, tmp_path, monkeypatch):
+    """slurmctld killed and started again while the job runs (state recovered from its state dir):
+    within `patience` the supervisor goes on and the run ends with the job's own exit code."""
+    from harness.engines import marked
+
+    monkeypatch.setenv("SLURM_CONF", slurm_lab.conf)
+
+    async def body(t):
+        lau = SlurmLauncher(t, SlurmJob(patience=90))
+        h = await lau.launch("echo training; sleep 12; echo done; exit 3", workdir=str(tmp_path))
+        deadline = time.monotonic() + 60
+        while "training" not in Path(h.log_path).read_text() and time.monotonic() < deadline:
+            await asyncio.sleep(0.3)
+        for pid in marked(slurm_lab.dir):
+            if b"slurmctld" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(pid, 9)
+        await asyncio.sleep(3)
+        slurm_lab._daemon("slurmctld", "-D", "-f", slurm_lab.conf)
+        return h, await ended(lau, h, timeout=150)
+    h, st = local(body)
+    log = Path(h.log_path).read_text()
+    assert st.exit_code == 3 and "done" in log, log
+    assert "does not answer" not in log.splitlines()[-1], log
