@@ -40,6 +40,13 @@ async def ended(lau, h, timeout=90, head=None):
     raise AssertionError(f"run {h.run_id} still alive after {timeout}s: {jobs} {Path(h.log_path).read_text()[-2000:]}")
 
 
+async def printed(h, text: str = "training", limit: float = 60):
+    """Until the run's log has `text` (bounded: a run that never prints it fails later, at its check)."""
+    deadline = time.monotonic() + limit
+    while text not in Path(h.log_path).read_text() and time.monotonic() < deadline:
+        await asyncio.sleep(0.3)
+
+
 def local(body):
     async def go():
         t = await connect(HostSpec(host="localhost", transport="local"))
@@ -101,9 +108,7 @@ def test_stop_lets_the_trainer_tear_down_then_sweeps_the_detached_actor_it_left(
     async def body(t):
         lau = launcher(t, ray_head, stop_wait=30)
         h = await lau.launch(cmd, workdir=str(tmp_path))
-        deadline = time.monotonic() + 90
-        while "training" not in Path(h.log_path).read_text() and time.monotonic() < deadline:
-            await asyncio.sleep(0.3)
+        await printed(h, limit=90)
         keeper = int((tmp_path / "keeper.pid").read_text())
         assert Path(f"/proc/{keeper}").exists()
         rep = await lau.stop(h, grace=5)
@@ -226,9 +231,7 @@ def test_slurm_stop_is_scancel_waited_for_until_the_job_left_the_queue(slurm_lab
     async def body(t):
         lau = SlurmLauncher(t, SlurmJob(stop_wait=20))
         h = await lau.launch(cmd, workdir=str(tmp_path))
-        deadline = time.monotonic() + 60
-        while "training" not in Path(h.log_path).read_text() and time.monotonic() < deadline:
-            await asyncio.sleep(0.3)
+        await printed(h)
         assert queued(slurm_lab, h.run_id)
         rep = await lau.stop(h, grace=5)
         return h, rep, await lau.poll(h)
@@ -395,33 +398,40 @@ def test_a_ray_head_that_dies_under_the_job_ends_the_run_as_the_infrastructure_s
     assert "gave up after 5s" in verdict["root"]["text"]
 
 
+def kill_slurmctld(lab) -> None:
+    """slurmctld dies (SIGKILL), slurmd and the job's processes go on."""
+    from harness.engines import marked
+
+    for pid in marked(lab.dir):
+        if b"slurmctld" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            os.kill(pid, 9)
+
+
+def start_slurmctld(lab) -> None:
+    """slurmctld up again, its state recovered from its state dir; until it answers (bounded)."""
+    lab._daemon("slurmctld", "-D", "-f", lab.conf)
+    deadline = time.monotonic() + 60
+    while "UP" not in lab.scontrol("ping").stdout and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
 def test_slurmctld_down_under_a_running_job_is_ridden_out_then_the_run_is_lost_with_it(slurm_lab, tmp_path,
                                                                                         monkeypatch):
     """slurmctld stops answering while the job runs: the supervisor keeps asking for `patience`
     seconds, then ends the run with the line the playbook reads as the infrastructure's. (Before,
     an unanswered `scontrol show job` read as a job still running, for ever.)"""
-    from harness.engines import marked
-
     monkeypatch.setenv("SLURM_CONF", slurm_lab.conf)
-    ctld = [p for p in marked(slurm_lab.dir) if b"slurmctld" in Path(f"/proc/{p}/cmdline").read_bytes()]
-    assert ctld
 
     async def body(t):
         lau = SlurmLauncher(t, SlurmJob(patience=4))
         h = await lau.launch("echo training; sleep 60", workdir=str(tmp_path))
-        deadline = time.monotonic() + 60
-        while "training" not in Path(h.log_path).read_text() and time.monotonic() < deadline:
-            await asyncio.sleep(0.3)
-        for pid in ctld:
-            os.kill(pid, 9)
+        await printed(h)
+        kill_slurmctld(slurm_lab)
         return h, await ended(lau, h, timeout=120)
     try:
         h, st = local(body)
-    finally:  # the other tests' slurmctld: back up, its state recovered from its state dir
-        slurm_lab._daemon("slurmctld", "-D", "-f", slurm_lab.conf)
-        wait_ok = time.monotonic() + 60
-        while "UP" not in slurm_lab.scontrol("ping").stdout and time.monotonic() < wait_ok:
-            time.sleep(0.5)
+    finally:  # the other tests' slurmctld: back up
+        start_slurmctld(slurm_lab)
     last = Path(h.log_path).read_text().splitlines()[-1]
     assert st.exit_code == 2 and last.startswith("harness: slurmctld does not answer `scontrol show job`"), last
     assert last.endswith("gave up after 4s"), last
@@ -431,21 +441,15 @@ def test_slurmctld_down_under_a_running_job_is_ridden_out_then_the_run_is_lost_w
 def test_a_slurmctld_that_restarts_under_a_running_job_is_ridden_out(slurm_lab, tmp_path, monkeypatch):
     """slurmctld killed and started again while the job runs (state recovered from its state dir):
     within `patience` the supervisor goes on and the run ends with the job's own exit code."""
-    from harness.engines import marked
-
     monkeypatch.setenv("SLURM_CONF", slurm_lab.conf)
 
     async def body(t):
         lau = SlurmLauncher(t, SlurmJob(patience=90))
         h = await lau.launch("echo training; sleep 12; echo done; exit 3", workdir=str(tmp_path))
-        deadline = time.monotonic() + 60
-        while "training" not in Path(h.log_path).read_text() and time.monotonic() < deadline:
-            await asyncio.sleep(0.3)
-        for pid in marked(slurm_lab.dir):
-            if b"slurmctld" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                os.kill(pid, 9)
+        await printed(h)
+        kill_slurmctld(slurm_lab)
         await asyncio.sleep(3)
-        slurm_lab._daemon("slurmctld", "-D", "-f", slurm_lab.conf)
+        start_slurmctld(slurm_lab)
         return h, await ended(lau, h, timeout=150)
     h, st = local(body)
     log = Path(h.log_path).read_text()

@@ -166,8 +166,8 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
         # an error no family names, raised while scoring: the reward function's own (TRL's
         # reward_funcs, verl's compute_score, OpenRLHF's remote_rm_fn run the user's code)
         f.category = "reward_parsing"
-    if sig is None and f.stage == STAGE_NO["reward"] and KEYWORDS.search(line.text) \
-            and any(named_stage(pb, n) == f.stage for n in callee(line.text)):
+    if sig is None and f.stage == STAGE_NO["reward"] \
+            and any(named_stage(pb, n) == f.stage for n in callee(line.text, KEYWORD_ERRORS)):
         # the reward function could not take the keyword arguments it was called with: trainers
         # pass it the dataset's columns so (TRL GRPOTrainer: reward_func(prompts=…, completions=…,
         # **{column: values})), so a column missing, extra or named like one of theirs is the data's
@@ -223,18 +223,17 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
 # `f() got an unexpected keyword argument 'x'`, `f() takes 2 positional arguments but 3 were
 # given`, `f() got multiple values for argument 'x'`; 3.10+ print the qualified name,
 # `Trainer.step()`): the innermost call of the failure, where its frames may be cut away.
-CALLEE = re.compile(r"\bTypeError: ([A-Za-z_][\w.<>]*\(\)) (?:missing \d+ required|got an unexpected keyword"
+CALLEE = re.compile(r"\bTypeError: ([A-Za-z_][\w.<>]*\(\)) (missing \d+ required|got an unexpected keyword"
                     r"|takes (?:from )?\d+|got multiple values|got some positional-only)")
+# the errors of keyword arguments that do not fit (a count of positional ones is the other kind)
+KEYWORD_ERRORS = ("missing", "got an unexpected keyword", "got multiple values")
 
 
-KEYWORDS = re.compile(r"\(\) (?:missing \d+ required|got an unexpected keyword|got multiple values)")
-
-
-def callee(text: str) -> list[str]:
+def callee(text: str, kinds: tuple[str, ...] = ()) -> list[str]:
     """The function a TypeError of a call's arguments names (`accuracy_reward()`), as a Ray method
-    is named: `name()` or `Class.name()`."""
+    is named: `name()` or `Class.name()`; with `kinds`, only for an error of one of those kinds."""
     m = CALLEE.search(text)
-    return [".".join(m[1].split(".")[-2:])] if m else []
+    return [".".join(m[1].split(".")[-2:])] if m and m[2].startswith(kinds or ("",)) else []
 
 
 def _place_in(f: Finding, pb: Playbook, blk: Block, seg, exc: str, text: str, named: tuple | list = ()) -> None:
