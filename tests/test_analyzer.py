@@ -652,7 +652,7 @@ def test_a_silent_run_whose_last_line_calls_a_collective_waits_in_it():
     debugger, a traceback echoed without its exception): the hang is a collective's. A neutral
     last line leaves it to the stage: one whose processes step through collectives (here the
     log-prob passes NeMo-RL announces) is a collective's hang, one that waits on agents (the
-    trajectories after minichain's tasks went out) a timeout; start-up (the engine initialised,
+    trajectories after minichain's tasks went out) `other`: no timeout fired; start-up (the engine initialised,
     not yet serving), which waits on many things, and a generation (here after a weight sync),
     which waits on its clients' requests or on its tensor-parallel ranks, `other` until the
     processes' stacks say which."""
@@ -666,10 +666,44 @@ def test_a_silent_run_whose_last_line_calls_a_collective_waits_in_it():
                                  (tail + "(WorkerDict pid=7) loading shard 3 of 8", "other", 1),
                                  (synced + "(WorkerDict pid=7) loading shard 3 of 8", "other", 2),
                                  (logprobs + "(WorkerDict pid=7) loading shard 3 of 8", "distributed_comm_hang", 6),
-                                 (tail + dispatched + "(AgentWorker pid=9) episode 3 turn 2", "timeout", 4)]:
+                                 (tail + dispatched + "(AgentWorker pid=9) episode 3 turn 2", "other", 4)]:
         v, _ = run(union, log + "\n", ts=1000.0, now=1000.0 + 7200)
         assert (v["outcome"], v["root_cause"]["category"], v["failed_stage"]) == ("hang", category, stage), \
             (log, v["root_cause"])
+
+
+def test_a_silent_run_hangs_in_the_work_its_last_line_names():
+    """No stage marker, no bar: the last line a silent run printed says what it was doing — its
+    words (a reward function's name, a generation finished or under way, an optimizer step), else
+    its process's name (an agent-loop worker). A line that names no work leaves the stage after
+    the last passed one; a metrics report (several `key: number` pairs) names every phase it
+    measured, not the one under way, and says nothing either. No timeout fired: `other`, but in
+    an update, whose ranks step together through collectives, a collective's hang."""
+    union = load_playbook(None)
+    for last, stage, category in [
+            ("[Error] scoring failed for sample 17: compute_score raised ValueError", 5, "other"),
+            ("2026-12-05 01:02:03 INFO worker.py:88 -- generating sequences for batch 3", 2, "other"),
+            ("(AgentLoopWorker pid=41) ERROR:2026-12-05 01:02:03,004:[Tool] call failed: ok=False", 4, "other"),
+            ("(MegatronWorker pid=12) starting optimizer step 7", 7, "distributed_comm_hang"),
+            ("(MegatronWorker pid=12) all good so far", 1, "other"),
+            ("rollout 3: {'rollout/response_lengths': 812.5, 'rollout/rewards': 0.5, 'rollout/truncated': 0.1}", 1, "other")]:
+        v, _ = run(union, "launching\n" + last + "\n", ts=1000.0, now=1000.0 + 7200)
+        assert (v["outcome"], v["failed_stage"], v["root_cause"]["category"]) == ("hang", stage, category), \
+            (last, v["root_cause"])
+
+
+def test_an_engine_decoding_requests_is_generating():
+    """An inference engine's periodic stats with requests running (vLLM's stat logger, SGLang's
+    decode batch) say a generation is under way: a hang after them is the completion stage's; the
+    same stats with nothing running say nothing."""
+    union = load_playbook(None)
+    vllm = ("INFO 12-05 01:02:03 [loggers.py:116] Engine 000: Avg prompt throughput: 12.0 tokens/s, "
+            "Avg generation throughput: 230.5 tokens/s, Running: {n} reqs, Waiting: 0 reqs, GPU KV cache usage: 3.1%")
+    sglang = "[2026-12-05 01:02:03 TP0] Decode batch. #running-req: {n}, #token: 4096, token usage: 0.05, gen throughput (token/s): 812.44, #queue-req: 0"
+    for line in (vllm, sglang):
+        for n, stage in [(3, 2), (0, 1)]:
+            v, _ = run(union, ENGINE + line.format(n=n) + "\n", ts=1000.0, now=1000.0 + 7200)
+            assert (v["outcome"], v["failed_stage"]) == ("hang", stage), (line, n, v["root_cause"])
 
 
 def test_a_run_silent_in_a_download_waits_on_the_network_and_a_bar_places_a_hang():
@@ -950,6 +984,23 @@ def test_messages_their_printers_define_belong_to_their_family(message, category
     log = f'Traceback (most recent call last):\n  File "/srv/run/train.py", line 3, in main\n    run()\n{message}\n'
     v, _ = run(load_playbook(None), log)
     assert v["root_cause"]["category"] == category, v["root_cause"]
+
+
+def test_an_index_past_the_end_of_a_table_is_a_size_the_model_was_not_built_for():
+    """An embedding looked up with a token id beyond its rows: on CUDA the index kernel's assertion,
+    then the device-side assert it triggers (its consequence); on CPU aten's own IndexError."""
+    cuda = ("/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1308: indexSelectSmallIndex: block: [3,0,0], thread: [7,0,0] "
+            "Assertion `srcIndex < srcSelectDimSize` failed.\n"
+            "Traceback (most recent call last):\n  File \"/srv/run/train.py\", line 3, in main\n    run()\n"
+            "RuntimeError: CUDA error: device-side assert triggered\n")
+    cpu = ('Traceback (most recent call last):\n  File "/srv/torch/nn/functional.py", line 2551, in embedding\n'
+           "    return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)\n"
+           "IndexError: index out of range in self\n")
+    for log in (cuda, cpu):
+        v, _ = run(load_playbook(None), log)
+        assert v["root_cause"]["category"] == "config_mismatch", v["root_cause"]
+    v, _ = run(load_playbook(None), cuda.split("\n", 1)[1])  # the device-side assert alone: the device's
+    assert v["root_cause"]["category"] == "device_runtime_error", v["root_cause"]
 
 
 @pytest.mark.parametrize("code, category", [("ERR02200 DIST call hccl api failed.", "distributed_comm_hang"),

@@ -34,9 +34,14 @@ DICT_ITEM = re.compile(r"""^ ?['"][^'"]+['"]: [^{}]*(?:,|\})$""")
 DICT_LINES = 200  # a dict longer than this is no step's metrics: read what was gathered
 
 
+def reports(text: str) -> bool:
+    """Whether a line holds at least GENERIC_PAIRS `key: number` pairs: a report of metrics."""
+    return len(_PAIR.findall(text)) >= GENERIC_PAIRS
+
+
 def generic_metrics(text: str, keys: dict[str, re.Pattern]) -> dict[str, float]:
     """`parse_metrics` of a line of that shape (empty if it is not one)."""
-    if GENERIC.search(text) is None or len(_PAIR.findall(text)) < GENERIC_PAIRS:
+    if GENERIC.search(text) is None or not reports(text):
         return {}
     return parse_metrics(text, keys)
 

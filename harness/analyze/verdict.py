@@ -10,6 +10,7 @@ from ..redact import redact
 from .callpath import named_stage, requested_stage
 from .findings import ROLE_ORDER, Finding, family
 from .lines import make_line
+from .metrics import reports
 
 LAST = len(STAGES)
 
@@ -70,7 +71,7 @@ def first_pass(reached: dict[int, tuple[int, str]], line_no: int) -> int:
 
 
 SILENCE = "silence"  # the signature id of a hang's root cause when no error was printed
-SILENT_CATEGORY = "timeout"  # its category when its last lines belong to no error family, in a stage that waits on requests
+SILENT_CATEGORY = "other"  # its category when its last lines belong to no error family, in a stage that waits on requests
 # Stages whose processes step together through collectives: the log-prob forward passes, the
 # update's all-reduce. A run silent and idle there has ranks waiting in one for a rank that died or
 # diverged, silent until NCCL's or HCCL's watchdog fires (10-30 min; torch ProcessGroupNCCL's
@@ -205,10 +206,23 @@ def phase_under_way(an, line_no: int, lines: list[str], named: int | None = None
     return under_way(an, line_no)
 
 
+def said_stage(an) -> int | None:
+    """The stage of work a silent run's last line names — its words, else its process's name
+    (`[Rollout] Finish generating sequences.`, `(AgentLoopWorker pid=1) … Execution failed: …`,
+    `Avg generation throughput: …`): what a run printed last is what it was doing when it stopped.
+    A line of metrics (a step's report, `rollout 0: {'rollout/rewards': …}`) names every phase it
+    measured, not the one under way: it says nothing."""
+    lines = [ln for t in an.tail if (ln := make_line(0, t, an.pb.prefixes, an.framing)).text.strip()]
+    if not lines or reports(lines[-1].text):
+        return None
+    return named_stage(an.pb, lines[-1].text) or (named_stage(an.pb, lines[-1].actor) if lines[-1].actor else None)
+
+
 def silent_stage(an, top: int) -> int:
     """The stage a run that went silent hangs in: the phase under way at its end (a during
-    marker, a bar still counting), else the one after the last passed (`top`)."""
-    return phase_under_way(an, an.line_no + 1, an.tail) or min(top + 1, len(STAGES))
+    marker, a bar still counting), else the work its last lines name, else the one after the
+    last passed (`top`)."""
+    return phase_under_way(an, an.line_no + 1, an.tail) or said_stage(an) or min(top + 1, len(STAGES))
 
 
 def build_verdict(an, now: float | None) -> dict:
