@@ -128,6 +128,34 @@ def test_a_traceback_interrupted_for_good_is_cut_short(pb):
     assert v["root_cause"]["text"].endswith('np_choice("p"))'), v["root_cause"]
 
 
+def test_ranks_failing_alike_are_read_from_the_one_shown_in_full(pb):
+    """Ranks print the same failure at once: one rank's traceback cut short by the others' lines
+    (or by the window) says less than another rank's exception shown in full, wherever it comes."""
+    def tb(rank, frames_only):
+        out = [f"[rank{rank}]: Traceback (most recent call last):",
+               f'[rank{rank}]:   File "/srv/run/train.py", line 40, in <module>', f"[rank{rank}]:     main()",
+               f'[rank{rank}]:   File "/srv/run/train.py", line 31, in main', f"[rank{rank}]:     step(batch)"]
+        return out if frames_only else out + [
+            f'[rank{rank}]:   File "/srv/run/model.py", line 12, in step', f"[rank{rank}]:     y = self.mlp(x)",
+            f"[rank{rank}]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU {rank} "
+            "has a total capacity of 79.10 GiB of which 6.00 MiB is free."]
+    v, _ = run(pb, ENGINE + "\n".join(tb(7, True) + tb(6, False) + tb(3, True)) + "\n")
+    assert (v["root_cause"]["category"], v["root_cause"]["text"][:22]) == ("oom", "torch.OutOfMemoryError"), \
+        v["root_cause"]
+    v, _ = run(pb, ENGINE + "\n".join(tb(7, True)) + "\n")  # alone, the cut one is all there is
+    assert "(cut short after" in v["root_cause"]["text"], v["root_cause"]
+
+
+def test_an_engine_woken_from_sleep_mode_is_syncing_weights_for_a_rollout():
+    """vLLM logs how long its workers took to wake up from sleep mode: colocated trainers wake the
+    engine before each rollout, so what fails next is the completion stage's."""
+    log = (ENGINE + "(WorkerDict pid=7) INFO 12-05 01:02:03 [executor_base.py:205] It took 1.241156 seconds to "
+           "wake up tags ['weights'].\n"
+           "(WorkerDict pid=7) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.\n")
+    v, _ = run(load_playbook(None), log)
+    assert (v["failed_stage"], v["root_cause"]["category"]) == (2, "oom"), v["root_cause"]
+
+
 def test_wrapper_is_not_the_root_cause_inner_exception_is(pb):
     log = ENGINE + (
         '(TaskRunner pid=1) Traceback (most recent call last):\n'

@@ -16,7 +16,9 @@ LAST = len(STAGES)
 
 
 def root_cause(findings: list[Finding], last_update_no: int | None) -> Finding | None:
-    """The earliest real error: a cause before a consequence before a wrapper. Errors that the
+    """The earliest real error: a cause before a consequence before a wrapper, and a traceback the
+    log cut short before its exception after every error it shows in full (ranks print the same
+    failure, one in full, the others' cut by the window or by each other's lines). Errors that the
     run lived through (a healthy actor update came after them) do not count, nor do
     consequences and wrappers after it (an engine 'died' at shutdown). A run that crashed or
     hung has that for its root cause; bad values it printed before are findings (a wrong result
@@ -28,7 +30,7 @@ def root_cause(findings: list[Finding], last_update_no: int | None) -> Finding |
     # of wrappers only, one that names the kind of error inside (`RayTaskError(OutOfMemoryError)`)
     # before one that does not (Ray's `Unhandled error …: ray::X.f()` printed for the same task)
     root = min(failed or live, key=lambda f: (ROLE_ORDER[f.role], f.role == "wrapper" and f.category == "other",
-                                              f.line_no, f.stage or 0), default=None)
+                                              f.key.startswith("cut|"), f.line_no, f.stage or 0), default=None)
     return restated(root, failed) if root is not None else None
 
 
