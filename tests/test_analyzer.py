@@ -146,6 +146,21 @@ def test_ranks_failing_alike_are_read_from_the_one_shown_in_full(pb):
     assert "(cut short after" in v["root_cause"]["text"], v["root_cause"]
 
 
+def test_a_remote_traceback_cut_short_says_where_it_stopped(pb):
+    """Ray's unhandled-error line names the remote call; its traceback cut before the exception
+    (the log ends) still says where the call was: its frames place it (set-up, where a class is
+    being built — verl's `vLLMRollout`, a brand before its acronym), its last statement is in the text."""
+    log = ("(Runner pid=3) Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): "
+           "ray::WorkerDict.actor_rollout_ref_init_model() (pid=5, ip=10.0.0.2, actor_id=ab12)\n"
+           '(Runner pid=3)   File "/srv/verl/workers/fsdp_workers.py", line 454, in init_model\n'
+           "(Runner pid=3)     self._build_rollout()\n"
+           '(Runner pid=3)   File "/srv/verl/workers/fsdp_workers.py", line 392, in _build_rollout\n'
+           "(Runner pid=3)     self.rollout = vLLMRollout(\n")
+    v, _ = run(pb, log)
+    assert v["failed_stage"] == 1, v["root_cause"]
+    assert v["root_cause"]["text"].endswith("in _build_rollout: self.rollout = vLLMRollout()"), v["root_cause"]
+
+
 def test_an_engine_woken_from_sleep_mode_is_syncing_weights_for_a_rollout():
     """vLLM logs how long its workers took to wake up from sleep mode: colocated trainers wake the
     engine before each rollout, so what fails next is the completion stage's."""

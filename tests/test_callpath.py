@@ -88,6 +88,9 @@ def test_what_a_source_line_calls():
     assert calls("ray.get(model.async_train.remote(step))") == ["get", "async_train"]
     assert calls("xs = set(len(a) for a in sorted(items))") == []  # builtins say nothing
     assert calls("return DataLoader(ds, sampler=RandomSampler(ds))") == ["__init__", "__init__"]
+    # a class whose name starts with a brand in lower case (verl's vLLMRollout) is still built
+    assert calls("self.rollout = vLLMRollout(model_path, config)") == ["__init__"]
+    assert calls("logger = logging.getLogger(name)") == ["getLogger"]  # camelCase, no acronym: a function
     assert calls("raise ValueError(compute_reward(x))") == []  # the error being built, not work
 
 

@@ -53,8 +53,17 @@ def calls(code: str) -> list[str]:
         parts = [p for p in dotted.split(".") if p and p != "remote"]
         if not parts or parts[-1] in _BUILTINS or parts[-1] in ("self", "cls"):
             continue
-        out.append("__init__" if parts[-1][0].isupper() and not parts[-1].isupper() else parts[-1])
+        out.append("__init__" if _is_class(parts[-1]) else parts[-1])
     return out
+
+
+def _is_class(name: str) -> bool:
+    """A class's name, by Python's convention (`RolloutWorker`, not a CONSTANT), or one led by a
+    brand spelled in lower case before its acronym (verl's `vLLMRollout`, `vLLMHttpServer`)."""
+    return (name[0].isupper() and not name.isupper()) or BRANDED.match(name) is not None
+
+
+BRANDED = re.compile(r"[a-z]{1,2}[A-Z]{2,}[a-z]")
 
 
 def with_calls(pb: Playbook, frames: list[str], code: dict[int, str]) -> list[str]:

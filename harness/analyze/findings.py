@@ -155,6 +155,8 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
             # remote traceback)
             after = blk.segments[blk.segments.index(seg) + 1:]
             named += [e for s in after if not s.exc_text for e in with_calls(pb, s.frames, s.code)]
+            if after and not any(s.exc_text for s in after) and after[-1].frames:  # and stop before their exception
+                f.text = f"{f.text} (its traceback cut short after {_said(after[-1])})"
         _place_in(f, pb, blk, seg, exc, line.text, named + callee(seg.exc_text if seg else line.text))
     if f.category == "other" and (sig is None or sig.role == "wrapper"):  # the rest of a message of several lines
         # may say more (a wrapper's own words say little: `terminate called …` then `what():  std::bad_alloc`)
@@ -204,8 +206,7 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
     inside = blk.at_end and not blk.gap and len(frames) > 1 and all(", in " in fr for fr in frames)
     if blk.innermost_first or not frames or (head is None and not inside):
         return None
-    code = seg.code.get(len(seg.frames) - 1, "") if seg is not None and seg.frames else ""
-    said = f"{frames[-1]}: {code}" if code else frames[-1]
+    said = _said(seg) if seg is not None and seg.frames else frames[-1]
     logged = blk.context[-1] if head is not None and head.no == blk.start_no and blk.context else ""
     if LOGGED_ERROR.search(logged):  # the message of the exception the traceback no longer shows
         text, category = f"{logged} (its traceback cut short after {said})", family(pb, "", logged)[0]
@@ -216,6 +217,12 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
                 lines=[ln.text for ln in blk.lines], context=blk.context, role="cause" if head else "downstream")
     _place_in(f, pb, blk, seg, "", "")
     return f
+
+
+def _said(seg) -> str:
+    """Where a segment's frames stop: its innermost frame and the statement printed under it."""
+    code = seg.code.get(len(seg.frames) - 1, "")
+    return f"{seg.frames[-1]}: {code}" if code else seg.frames[-1]
 
 
 # The function a call failed to enter, named by the interpreter's argument errors (CPython
