@@ -73,28 +73,27 @@ def first_pass(reached: dict[int, tuple[int, str]], line_no: int) -> int:
 
 
 SILENCE = "silence"  # the signature id of a hang's root cause when no error was printed
-SILENT_CATEGORY = "other"  # its category when its last lines belong to no error family, in a stage that waits on requests
+SILENT_CATEGORY = "other"  # its category when its last lines belong to no error family, outside the collective stages
 # Stages whose processes step together through collectives: the log-prob forward passes, the
 # update's all-reduce. A run silent and idle there has ranks waiting in one for a rank that died or
 # diverged, silent until NCCL's or HCCL's watchdog fires (10-30 min; torch ProcessGroupNCCL's
-# timeout, HCCL_EXEC_TIMEOUT); task dispatch, trajectories and rewards wait on requests, tasks and
-# agents: a wait with no timeout. Start-up waits on many things — a download, a port, Ray, a
-# compile, a server's API, a rendezvous (which c10d and HCCL name when they wait: an error family
-# then says so) —: silent, it is `other` (labelled start-up hangs of ms-swift's and OpenRLHF's
-# rollout servers, verl and Logic-RL: none was a collective's). So is a generation: an engine
+# timeout, HCCL_EXEC_TIMEOUT). Elsewhere it is `other`: no timeout fired. Task dispatch,
+# trajectories and rewards wait on requests, tasks and agents, a wait with no timeout (of the
+# labelled silent hangs there — an agent loop's tool, a reward function that cannot be pickled, a
+# filter that found no reward spread — none is a `timeout`). Start-up waits on many things — a
+# download, a port, Ray, a compile, a server's API, a rendezvous (which c10d and HCCL name when they
+# wait: an error family then says so) — (labelled start-up hangs of ms-swift's and OpenRLHF's
+# rollout servers, verl and Logic-RL: none was a collective's). So does a generation: an engine
 # serves its clients' requests (a rollout server, an async queue) and steps its tensor-parallel
 # ranks through collectives, and either can hold it (labelled: AReaL after a weight load and
 # EasyR1's stalled `Processed prompts`, other; slime's, a collective's) — until the processes'
 # stacks say which (the live session's evidence).
 COLLECTIVE_STAGES = frozenset(STAGE_NO[s] for s in ("training_data", "actor_update"))
-SILENT_START = "other"
-GUESSED = frozenset((SILENT_CATEGORY, SILENT_START))  # a silent hang's categories that no line said
+GUESSED = frozenset((SILENT_CATEGORY,))  # a silent hang's category that no line said
 
 
 def silent_category(stage: int) -> str:
     """The category of a silent hang at `stage` when nothing it printed says more."""
-    if stage in (STAGE_NO["engine_start"], STAGE_NO["completion"]):
-        return SILENT_START
     return "distributed_comm_hang" if stage in COLLECTIVE_STAGES else SILENT_CATEGORY
 
 
@@ -211,7 +210,7 @@ def phase_under_way(an, line_no: int, lines: list[str], named: int | None = None
 def said_stage(an) -> int | None:
     """The stage of work a silent run's last line names — its words, else its process's name
     (`[Rollout] Finish generating sequences.`, `(AgentLoopWorker pid=1) … Execution failed: …`,
-    `Avg generation throughput: …`): what a run printed last is what it was doing when it stopped.
+    `(RewardManager pid=1) scoring batch 3`): what a run printed last is what it was doing when it stopped.
     A line of metrics (a step's report, `rollout 0: {'rollout/rewards': …}`) names every phase it
     measured, not the one under way: it says nothing."""
     lines = [ln for t in an.tail if (ln := make_line(0, t, an.pb.prefixes, an.framing)).text.strip()]
