@@ -128,8 +128,9 @@ def test_sshd_restarts_at_random_moments_change_nothing(lab, tmp_path):
     assert len(restarts) == RESTARTS and all(k >= 1 for k in restarts)
     # every restart dropped the connection under a session (two in one outage count once)
     assert seen["outages"] >= RESTARTS // 2 and seen["reconnections"] == seen["outages"], seen
-    # while the link was down the runs' accelerator time was not counted (no more than the outages)
-    assert 0 < seen["accel seconds not counted"] <= seen["seconds down"] + 1e-6, seen
+    # while the link was down the runs' accelerator time was not counted (no more than the outages,
+    # whose lengths the journal rounds to the millisecond: half of one per outage)
+    assert 0 < seen["accel seconds not counted"] <= seen["seconds down"] + 0.0005 * seen["outages"] + 1e-6, seen
     print("\nfault test:", {k: round(v, 1) for k, v in seen.items()})
 
 
