@@ -57,13 +57,13 @@ def calls(code: str) -> list[str]:
     return out
 
 
+BRANDED = re.compile(r"[a-z]{1,2}[A-Z]{2,}[a-z]")  # a brand in lower case, its acronym, a word
+
+
 def _is_class(name: str) -> bool:
     """A class's name, by Python's convention (`RolloutWorker`, not a CONSTANT), or one led by a
     brand spelled in lower case before its acronym (verl's `vLLMRollout`, `vLLMHttpServer`)."""
     return (name[0].isupper() and not name.isupper()) or BRANDED.match(name) is not None
-
-
-BRANDED = re.compile(r"[a-z]{1,2}[A-Z]{2,}[a-z]")
 
 
 def with_calls(pb: Playbook, frames: list[str], code: dict[int, str]) -> list[str]:

@@ -182,6 +182,8 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     return f
 
 
+CUT_SHORT = "cut|"  # the key prefix of a traceback's finding whose exception the log does not show
+
 # Python's logging prints a record's message and then its exception's traceback (Logger.exception
 # and exc_info=True: logging.Formatter.format appends formatException to the message), as
 # AReaL's `EngineBP ERROR: Engine method 'initialize' failed: …`, ms-swift's `[ERROR:swift] Method
@@ -212,7 +214,7 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
         text, category = f"{logged} (its traceback cut short after {said})", family(pb, "", logged)[0]
     else:
         text, category = f"{head.text if head else 'Traceback'} (cut short after {said})", "other"
-    f = Finding(key=f"cut|{canonical(text)}", line_no=(head or blk.lines[0]).no, text=text,
+    f = Finding(key=f"{CUT_SHORT}{canonical(text)}", line_no=(head or blk.lines[0]).no, text=text,
                 category=category if category != "other" else frame_family(pb, frames), procs={blk.proc},
                 lines=[ln.text for ln in blk.lines], context=blk.context, role="cause" if head else "downstream")
     _place_in(f, pb, blk, seg, "", "")

@@ -8,7 +8,7 @@ import re
 from ..chain import STAGE_NO, STAGES, stage_statuses
 from ..redact import redact
 from .callpath import named_stage, requested_stage
-from .findings import ROLE_ORDER, Finding, family
+from .findings import CUT_SHORT, ROLE_ORDER, Finding, family
 from .lines import make_line
 from .metrics import reports
 
@@ -30,7 +30,7 @@ def root_cause(findings: list[Finding], last_update_no: int | None) -> Finding |
     # of wrappers only, one that names the kind of error inside (`RayTaskError(OutOfMemoryError)`)
     # before one that does not (Ray's `Unhandled error …: ray::X.f()` printed for the same task)
     root = min(failed or live, key=lambda f: (ROLE_ORDER[f.role], f.role == "wrapper" and f.category == "other",
-                                              f.key.startswith("cut|"), f.line_no, f.stage or 0), default=None)
+                                              f.key.startswith(CUT_SHORT), f.line_no, f.stage or 0), default=None)
     return restated(root, failed) if root is not None else None
 
 
@@ -102,11 +102,16 @@ ANSWERED = re.compile(r'"(?:GET|POST|PUT|DELETE|HEAD|PATCH) \S+ HTTP/[\d.]+" [23
 REQUEST = re.compile(r'"(?:GET|POST|PUT|PATCH) (?P<path>/[^\s?"]*)\S* HTTP/[\d.]+" \d{3}\b')
 
 
+def _peeled(an) -> list:
+    """A run's last lines (Lines) without Ray's and ranks' prefixes and without blank lines (a
+    framing's empty record says nothing)."""
+    return [ln for t in an.tail if (ln := make_line(0, t, an.pb.prefixes, an.framing)).text.strip()]
+
+
 def _last_said(an) -> tuple[list[str], str, list[str]]:
-    """A run's last lines without Ray's and ranks' prefixes and without blank lines (a framing's
-    empty record says nothing), the one that says most of them, and the error families they
+    """A run's last lines (`_peeled`), the one that says most of them, and the error families they
     belong to (nearest the end first)."""
-    peeled = [t for ln in an.tail if (t := make_line(0, ln, an.pb.prefixes, an.framing).text).strip()]
+    peeled = [ln.text for ln in _peeled(an)]
     tail = peeled[-3:]
     # A server's access-log line of a request it answered (uvicorn's `"GET /v1/models HTTP/1.1" 200 OK`,
     # as vLLM's and SGLang's OpenAI servers print it) says the server is fine: the waiting is in what
@@ -213,7 +218,7 @@ def said_stage(an) -> int | None:
     `(RewardManager pid=1) scoring batch 3`): what a run printed last is what it was doing when it stopped.
     A line of metrics (a step's report, `rollout 0: {'rollout/rewards': …}`) names every phase it
     measured, not the one under way: it says nothing."""
-    lines = [ln for t in an.tail if (ln := make_line(0, t, an.pb.prefixes, an.framing)).text.strip()]
+    lines = _peeled(an)
     if not lines or reports(lines[-1].text):
         return None
     return named_stage(an.pb, lines[-1].text) or (named_stage(an.pb, lines[-1].actor) if lines[-1].actor else None)
