@@ -613,3 +613,66 @@ def test_a_fork_s_variant_of_verl_s_rollout_call_is_the_rollout():
                "    output = ray.get(output)",
                "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."]
         assert stage_of(verl, log)[0] == 4, call
+
+
+def test_a_collective_s_watchdog_past_its_group_s_first_collective_is_after_start_up(pb):
+    """ProcessGroupNCCL (torch_npu's ProcessGroupHCCL the same) numbers a group's collectives: a
+    watchdog on the 57th says the group was set up and had run 56; on the first, it may still be
+    set-up. Nothing else in these logs places the failure."""
+    def log(work, seq):
+        return [f"[rank3]:[E0101 00:00:00.000000000 ProcessGroup.cpp:616] [Rank 3] Watchdog caught collective "
+                f"operation timeout: {work}(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+                "Timeout(ms)=600000) ran for 600012 milliseconds before timing out."]
+    assert stage_of(pb, log("WorkNCCL", 57))[0] == 2
+    assert stage_of(pb, log("WorkHCCL", 9))[0] == 2
+    assert stage_of(pb, log("WorkNCCL", 1))[0] == 1
+    # a run silent after a watchdog it printed wrapped over lines (no signature matches it whole)
+    wrapped = ["[PG 0 Rank 1] Process group watchdog thread terminated with exception: [Rank 1] Watchdog caught col",
+               "lective operation timeout: WorkNCCL(SeqNum=12, OpType=BROADCAST, NumelIn=8, NumelOut=8, Timeout(ms)=6",
+               "00000) ran for 600010 milliseconds before timing out."]
+    assert verdict_of(pb, wrapped)["failed_stage"] in (None, 2)  # never start-up
+
+
+def test_the_call_an_error_record_says_failed_places_it(pb):
+    """An RPC server's record names the method that failed (`Engine method 'x' failed: …`), an engine
+    client's the call that timed out (`RPC call to x timed out`): with no traceback, that call is the
+    innermost known. A communicator's creation there is that phase's, not start-up: c10d and
+    torch_npu create one at a group's first collective."""
+    union = load_playbook(None)
+    rec = "(Trainer) 20260101-00:00:00.000 RPCServer ERROR: Engine method '{}' failed: {}"
+    init = ("create_config:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:130 HCCL function error: "
+            "hcclCommInitRootInfoConfig(numRanks, &rootInfo, rank, config, &(comm->hcclComm_)), error code is 7")
+    assert stage_of(union, [rec.format("compute_values", init)])[0] == 6
+    assert stage_of(union, [rec.format("update_actor", init)])[0] == 7
+    assert stage_of(union, [rec.format("initialize", init)])[0] == 1
+    assert stage_of(union, [rec.format("connect_peers", init)])[0] == 1  # a name of no stage's work
+    assert stage_of(pb, ["TimeoutError: RPC call to compute_ref_log_prob timed out."])[0] == 6
+    # the same creation inside a traceback whose frames name the phase
+    tb = ["Traceback (most recent call last):",
+          '  File "/srv/tinyrl/workers.py", line 88, in compute_values',
+          "    out = self.model(batch)",
+          '  File "/srv/tinyrl/parallel.py", line 12, in all_gather_params',
+          "    dist.all_gather(out, t)",
+          f"RuntimeError: {init}"]
+    assert stage_of(union, tb)[0] == 6
+
+
+def test_a_bad_value_before_a_traceback_cut_short_is_why_the_run_died(pb):
+    """A traceback cut short before its exception says where a run died, not why: a NaN the step's
+    metrics showed before it is the earliest error known — the crash's root, at the stage of the
+    value (grad norm: the update). A traceback shown in full says why itself and stays the root."""
+    metrics = "{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 1e-06, 'reward': 0.5, 'epoch': 0.01}"
+    tb = ["Traceback (most recent call last):",
+          '  File "/srv/run/train.py", line 40, in <module>',
+          "    main()",
+          '  File "/srv/run/train.py", line 31, in main',
+          "    trainer.train()"]
+    v = verdict_of(pb, [metrics, *tb])
+    rc = v["root_cause"]
+    assert (v["outcome"], v["failed_stage"], rc["category"]) == ("crash", 7, "precision_dtype"), rc
+    assert "'grad_norm': nan" in rc["text"]
+    full = tb + ['  File "/srv/run/sample.py", line 9, in generate', "    torch.multinomial(p, 1)",
+                 "RuntimeError: probability tensor contains either `inf`, `nan` or element < 0"]
+    v = verdict_of(pb, [metrics, *full])
+    assert v["root_cause"]["text"].startswith("RuntimeError: probability tensor"), v["root_cause"]
+    assert verdict_of(pb, tb)["root_cause"]["text"].startswith("Traceback")  # alone, the cut one is all there is

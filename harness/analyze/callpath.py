@@ -198,6 +198,12 @@ def path_level(pb: Playbook, groups: list[list[str]]) -> tuple[int | None, int |
     return None, None
 
 
+def sets_up(pb: Playbook, groups: list[list[str]]) -> bool:
+    """Whether the failing call's own path (its frames, the Ray methods) passes through set-up
+    (`init_model`, `__init__`, an engine_start hint): loading weights there is building a model."""
+    return any(_level_stage(pb, names, SETUP) is not None for names in groups[:2])
+
+
 def path_stage(pb: Playbook, groups: list[list[str]]) -> int | None:
     """The stage of `path_level`."""
     return path_level(pb, groups)[0]

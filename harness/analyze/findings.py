@@ -11,7 +11,7 @@ from ..chain import STAGE_NO
 from ..playbook import MetricRule, Playbook, Signature
 from ..redact import redact
 from .blocks import FRAME, RAY_METHOD, Block
-from .callpath import LOOP, confined_stage, named_stage, path_level, path_stage, with_calls
+from .callpath import LOOP, STRONG, confined_stage, sets_up, named_stage, path_level, path_stage, with_calls
 from .lines import Line, canonical
 
 ROLE_ORDER = {"cause": 0, "downstream": 1, "wrapper": 2}
@@ -79,9 +79,26 @@ def _make(pb: Playbook, line_no: int, text: str, sigs: list[Signature], sig: Sig
 def finding_from_line(line: Line, sigs: list[Signature], pb: Playbook, context: list[str]) -> Finding:
     f = _make(pb, line.no, line.text, sigs, _best(sigs), "", {line.proc}, line.repeat)
     if f.stage is None:
-        _place(f, pb, [], [line.actor] if line.actor else [], "", line.text)
+        _place(f, pb, [failed_call(line.text)], [line.actor] if line.actor else [], "", line.text)
+    elif f.stage == SETUP:
+        _work_over_setup(f, pb, [failed_call(line.text)])
     f.lines, f.context = [line.text], context
     return f
+
+
+SETUP = STAGE_NO["engine_start"]
+
+
+def _work_over_setup(f: Finding, pb: Playbook, paths: list[list[str]]) -> None:
+    """A signature that puts its error at start-up (a communicator's creation) names set-up as a
+    set-up frame does: a call on the failing path named for a stage's work says that set-up ran
+    inside it — c10d and torch_npu create a group's NCCL/HCCL communicator at its first
+    collective, inside whichever phase runs that collective (`Engine method 'compute_logp'
+    failed: … hcclCommInitRootInfoConfig …`) —, unless that path passes through set-up itself
+    (`init_model` → `load_weights`: weights loaded to build the model)."""
+    stage, level = path_level(pb, paths)
+    if stage is not None and level == STRONG and stage != SETUP and not sets_up(pb, paths):
+        f.stage = stage
 
 
 def _place(f: Finding, pb: Playbook, paths: list[list[str]], actors: list[str], exc: str, text: str) -> None:
@@ -157,7 +174,11 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
             named += [e for s in after if not s.exc_text for e in with_calls(pb, s.frames, s.code)]
             if after and not any(s.exc_text for s in after) and after[-1].frames:  # and stop before their exception
                 f.text = f"{f.text} (its traceback cut short after {_said(after[-1])})"
-        _place_in(f, pb, blk, seg, exc, line.text, named + callee(seg.exc_text if seg else line.text))
+        _place_in(f, pb, blk, seg, exc, line.text,
+                  named + callee(seg.exc_text if seg else line.text) + failed_call(line.text))
+    elif f.stage == SETUP:
+        _work_over_setup(f, pb, [(with_calls(pb, seg.frames, seg.code) if seg else []) + failed_call(line.text),
+                                 blk.methods])
     if f.category == "other" and (sig is None or sig.role == "wrapper"):  # the rest of a message of several lines
         # may say more (a wrapper's own words say little: `terminate called …` then `what():  std::bad_alloc`)
         f.category = next((c for ln, _ in zone if ln is not line
@@ -243,6 +264,20 @@ def callee(text: str, kinds: tuple[str, ...] = ()) -> list[str]:
     is named: `name()` or `Class.name()`; with `kinds`, only for an error of one of those kinds."""
     m = CALLEE.search(text)
     return [".".join(m[1].split(".")[-2:])] if m and m[2].startswith(kinds or ("",)) else []
+
+
+# The call an error record names as the one that failed or timed out, quoted or not: AReaL's RPC
+# server (`Engine method 'compute_logp' failed: …`, areal/scheduler/rpc: the engine method a
+# remote call ran), vLLM's engine client (`RPC call to sample_tokens timed out.`, v1 engine
+# core_client: the engine-core method it waited on) — the innermost call known when the record
+# carries no traceback of its own.
+FAILED_CALL = re.compile(r"\b(?:[Mm]ethod|[Ff]unction|call to) ['`\"]?([A-Za-z_]\w*)['`\"]? (?:failed|timed out)")
+
+
+def failed_call(text: str) -> list[str]:
+    """The name of the call `text` says failed or timed out (`FAILED_CALL`), as a Ray method is named."""
+    m = FAILED_CALL.search(text)
+    return [f"{m[1]}()"] if m else []
 
 
 def _place_in(f: Finding, pb: Playbook, blk: Block, seg, exc: str, text: str, named: tuple | list = ()) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 from ..chain import STAGE_NO, STAGES, stage_statuses
 from ..redact import redact
@@ -26,6 +27,12 @@ def root_cause(findings: list[Finding], last_update_no: int | None) -> Finding |
     live = [f for f in findings if f.outcome == "wrong_result" or last_update_no is None
             or (f.line_no > last_update_no and f.role == "cause")]
     failed = [f for f in live if f.outcome != "wrong_result"]
+    if failed and all(f.key.startswith(CUT_SHORT) for f in failed):
+        # a traceback cut short before its exception says where the run died, not why: a bad value
+        # it printed before (a NaN in the step's metrics) is the earliest error known, and the crash's
+        bad = [f for f in live if f.outcome == "wrong_result" and f.line_no < min(g.line_no for g in failed)]
+        if bad:
+            return replace(min(bad, key=lambda f: (f.line_no, f.stage or 0)), outcome="crash")
     # on one line, the most upstream stage first: a NaN reward makes the loss NaN, not the reverse;
     # of wrappers only, one that names the kind of error inside (`RayTaskError(OutOfMemoryError)`)
     # before one that does not (Ray's `Unhandled error …: ray::X.f()` printed for the same task)
@@ -70,6 +77,19 @@ def first_pass(reached: dict[int, tuple[int, str]], line_no: int) -> int:
     while k + 1 in reached and reached[k + 1][0] < line_no:
         k += 1
     return k
+
+
+# ProcessGroupNCCL numbers the collectives of a group and its watchdog names the one that timed out,
+# `WorkNCCL(SeqNum=131, OpType=_ALLGATHER_BASE, …)` (torch_npu's ProcessGroupHCCL the same,
+# `WorkHCCL(SeqNum=196, OpType=ALLREDUCE, …)`): a number past the first says the group had run
+# collectives before it — it was set up, and in use.
+SEQ = re.compile(r"\bWork[A-Z]+\(SeqNum=(\d+)")
+
+
+def set_up(lines: list[str]) -> int:
+    """1 (engine_start passed) when one of `lines` is a collective's watchdog past its group's
+    first collective, else 0: the lifecycle's floor for a failure nothing else places."""
+    return int(any(int(m[1]) > 1 for t in lines for m in SEQ.finditer(t)))
 
 
 SILENCE = "silence"  # the signature id of a hang's root cause when no error was printed
@@ -244,7 +264,7 @@ def build_verdict(an, now: float | None) -> dict:
             # name, the callers or a training loop
             stage = phase_under_way(an, root.line_no, root.context + root.lines[:1], stage) or stage
         # the lifecycle bounds only a stage nothing names or a loop's guess: a path's or a signature's stands
-        floor = first_pass(an.reached, root.line_no) if stage is None or root.guessed else 0
+        floor = max(first_pass(an.reached, root.line_no), set_up([root.text])) if stage is None or root.guessed else 0
         failed = lifecycle_stage(stage, top, floor)
         lsp = top if outcome == "wrong_result" else min(top, failed - 1)
     elif healthy_update is not None:
@@ -253,7 +273,7 @@ def build_verdict(an, now: float | None) -> dict:
         lsp = top
         timeout = an.pb.timeouts.get(top + 1)
         if now is not None and an.last_ts is not None and timeout and now - an.last_ts > timeout:
-            outcome, failed = "hang", silent_stage(an, top)
+            outcome, failed = "hang", silent_stage(an, max(top, set_up(an.tail)))
             root = silence(an, now - an.last_ts, failed)
         elif an.line_no == 0:
             outcome = "unknown"
