@@ -279,9 +279,23 @@ def test_errors_of_a_class_get_its_category_however_the_library_words_them():
                            ("ValueError: Total available GPUs 4 is less than total desired GPUs 8", "config_mismatch"),
                            ("ValueError: The number of required GPUs exceeds the total number of available GPUs in the "
                             "placement group.", "config_mismatch"),
-                           ("[ERROR] failed (exitcode: -6) local_rank: 0 (pid: 1234) of binary: /usr/bin/python3", "other")]:
+                           ("[ERROR] failed (exitcode: -6) local_rank: 0 (pid: 1234) of binary: /usr/bin/python3", "other"),
+                           # a readiness wait that ran out, as launchers word it; an Ascend fused
+                           # operator refusing its inputs (torch_npu's ATB wrapper, logged or raised)
+                           ("RuntimeError: Reward server failed to start within 30 seconds.", "timeout"),
+                           ("RuntimeError: engine did not become ready within 600s", "timeout"),
+                           ("[rank2]:[E101 10:00:00.000000000 compiler_depend.ts:422] setup failed!", "device_runtime_error"),
+                           ("RuntimeError: setup failed!", "device_runtime_error"),
+                           # a c10d client that could not reach another host's address; this host's own
+                           # port not answering is a peer that is not up
+                           ("[E101 10:00:00.1 socket.cpp:1023] [c10d] The client socket has timed out after 600000ms "
+                            "while trying to connect to (10.8.0.3, 29500).", "network_proxy"),
+                           ("[E101 10:00:00.1 socket.cpp:1023] [c10d] The client socket has timed out after 600000ms "
+                            "while trying to connect to (127.0.0.1, 29500).", "distributed_comm_hang")]:
         v, _ = run(p, ENGINE + line + "\n")
-        assert (line, v["outcome"], (v["root_cause"] or {}).get("category")) == (line, "crash", category)
+        waited = "trying to connect" in line  # the c10d connect's timeout: a wait that ran out
+        assert (line, v["outcome"], (v["root_cause"] or {}).get("category")) == \
+            (line, "hang" if waited else "crash", category)
 
 
 def test_weights_a_rollout_engine_could_not_load_are_the_weight_sync_s_mapping():

@@ -676,3 +676,20 @@ def test_a_bad_value_before_a_traceback_cut_short_is_why_the_run_died(pb):
     v = verdict_of(pb, [metrics, *full])
     assert v["root_cause"]["text"].startswith("RuntimeError: probability tensor"), v["root_cause"]
     assert verdict_of(pb, tb)["root_cause"]["text"].startswith("Traceback")  # alone, the cut one is all there is
+
+
+def test_a_record_of_the_call_that_failed_before_a_traceback_cut_short_is_its_message(pb):
+    """`print(f"Error in {method}: {e}")` then the traceback, cut before its exception: the record
+    says what the exception was (without the process's prefix), and the call the innermost frame's
+    statement makes says what kind of failure it is (loading weights: their mapping)."""
+    log = ["(Rollout pid=1) Error in Worker.refresh_weights: dim 0 is not valid for a 3D tensor",
+           "(Rollout pid=1) Traceback (most recent call last):",
+           '(Rollout pid=1)   File "/srv/tinyrl/backend.py", line 30, in refresh_weights',
+           "(Rollout pid=1)     self._load_weights(ws)"]
+    v = verdict_of(pb, log)
+    rc = v["root_cause"]
+    assert rc["text"].startswith("Error in Worker.refresh_weights: dim 0"), rc
+    assert (v["failed_stage"], rc["category"]) == (2, "weight_mapping"), rc
+    # a record that names no failure is not the traceback's message
+    v = verdict_of(pb, ["(Rollout pid=1) refreshing weights"] + log[1:])
+    assert v["root_cause"]["text"].startswith("Traceback"), v["root_cause"]

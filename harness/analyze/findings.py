@@ -12,7 +12,7 @@ from ..playbook import MetricRule, Playbook, Signature
 from ..redact import redact
 from .blocks import FRAME, RAY_METHOD, Block
 from .callpath import LOOP, STRONG, confined_stage, sets_up, named_stage, path_level, path_stage, with_calls
-from .lines import Line, canonical
+from .lines import Line, canonical, make_line
 
 ROLE_ORDER = {"cause": 0, "downstream": 1, "wrapper": 2}
 
@@ -184,7 +184,7 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
         f.category = next((c for ln, _ in zone if ln is not line
                            and (c := fallback_category(pb, exc, ln.text)) != "other"), "other")
     if f.category == "other" and sig is None and seg is not None:
-        f.category = frame_family(pb, seg.frames)
+        f.category = frame_family(pb, with_calls(pb, seg.frames, seg.code))
     if f.category == "other" and sig is None and f.stage == STAGE_NO["reward"]:
         # an error no family names, raised while scoring: the reward function's own (TRL's
         # reward_funcs, verl's compute_score, OpenRLHF's remote_rm_fn run the user's code)
@@ -209,8 +209,11 @@ CUT_SHORT = "cut|"  # the key prefix of a traceback's finding whose exception th
 # and exc_info=True: logging.Formatter.format appends formatException to the message), as
 # AReaL's `EngineBP ERROR: Engine method 'initialize' failed: …`, ms-swift's `[ERROR:swift] Method
 # execution failed: …` and vLLM's `ERROR … [core.py] Invocation of collective_rpc method failed`
-# do: an error record just before a traceback's head says what its exception was.
-LOGGED_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
+# do: an error record just before a traceback's head says what its exception was. So does a
+# record of the call that failed, printed before its traceback (`print(f"Error in {method}: {e}")`
+# then traceback.print_exc(): NeMo-RL's `Error in VllmInternalWorkerExtension.update_weights…: …`;
+# vLLM's worker_base `Error executing method update_weight.`).
+LOGGED_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|(?:^|[\s\]])Error (?:in [\w.]+:|executing method \w+)")
 
 
 def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
@@ -231,12 +234,14 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
         return None
     said = _said(seg) if seg is not None and seg.frames else frames[-1]
     logged = blk.context[-1] if head is not None and head.no == blk.start_no and blk.context else ""
+    logged = make_line(0, logged, pb.prefixes).text  # as the log's own lines read: no Ray or rank prefix
     if LOGGED_ERROR.search(logged):  # the message of the exception the traceback no longer shows
         text, category = f"{logged} (its traceback cut short after {said})", family(pb, "", logged)[0]
     else:
         text, category = f"{head.text if head else 'Traceback'} (cut short after {said})", "other"
+    entries = [e for s in blk.segments for e in with_calls(pb, s.frames, s.code)]
     f = Finding(key=f"{CUT_SHORT}{canonical(text)}", line_no=(head or blk.lines[0]).no, text=text,
-                category=category if category != "other" else frame_family(pb, frames), procs={blk.proc},
+                category=category if category != "other" else frame_family(pb, entries), procs={blk.proc},
                 lines=[ln.text for ln in blk.lines], context=blk.context, role="cause" if head else "downstream")
     _place_in(f, pb, blk, seg, "", "")
     return f
@@ -303,9 +308,11 @@ def fallback_category(pb: Playbook, exc: str, text: str) -> str:
     return family(pb, exc, text)[0]
 
 
-def frame_family(pb: Playbook, frames: list[str]) -> str:
-    """The category of the first frame family an innermost function of the call belongs to."""
-    funcs = [m[3] for fr in reversed(frames) if (m := FRAME.match(fr))][:FRAME_FAMILY_DEPTH]
+def frame_family(pb: Playbook, entries: list[str]) -> str:
+    """The category of the first frame family an innermost function of the call belongs to: a
+    frame's, or one its source line calls (`with_calls`: `self._load_weights(weights)` under the
+    innermost frame of a traceback cut short)."""
+    funcs = [m[3] if (m := FRAME.match(e)) else e for e in reversed(entries)][:FRAME_FAMILY_DEPTH]
     for category, rx in pb.frame_categories:
         if any(rx.search(fn) for fn in funcs):
             return category
