@@ -289,8 +289,10 @@ def test_a_hang_comes_with_where_each_process_waits(tmp_path, monkeypatch):
     assert v["outcome"] == "hang" and v["reason"] == "hung"
     evidence = (ses.dir / "attempts" / "01.evidence.txt").read_text()
     assert "in all_reduce (<string>:" in evidence.split("\n\n")[0] or "in the collective all_reduce" in evidence
-    # its last line said nothing; where it waits does: a collective's hang
+    # its last line said nothing; where it waits does: a collective's hang, in the rollout (its
+    # main thread's call path), at the frame that waits
     assert v["root"]["category"] == "distributed_comm_hang", v["root"]
+    assert v["failed_stage"] == 2 and v["root"]["text"].startswith("all_reduce (<string>:"), v
     assert "Thread" in evidence and "rollout (<string>:" in evidence  # the whole stack is kept
     digest = (ses.dir / "attempts" / "01.digest.txt").read_text()
     assert "## Where the hung run waits" in digest and "all_reduce" in digest

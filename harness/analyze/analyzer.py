@@ -23,11 +23,12 @@ from .framing import MIN_LINES, SAMPLE_LINES, learn
 from .gate import Gate, build_gate
 from .lines import Line, as_shown, canonical, clean, decode, make_line, peel, shown
 from .metrics import DICT_ITEM, DICT_LINES, DICT_OPEN, GENERIC_WORDS, HISTORY, generic_metrics, parse_metrics, violates
+from .stacks import collective
 from .verdict import build_verdict
 
 WARNING = re.compile(r"\bWARN(?:ING)?\b|Warning: ")  # a boolean test: `\w*Warning: ` would crawl
 # Lines that any analysis may need, besides the playbook's own patterns.
-_EXTRA_GATES = [r"Traceback \(most recent call last\)", r"most recent call first", r'File "',
+_EXTRA_GATES = [r"Traceback \(most recent call last\)", r"most recent call first", r'File "', r"\(idle\)", r"\(active",
                 r"Error", r"Exception", r"Exit", r"Interrupt", r"WARN", r"Warning", *GENERIC_WORDS]
 LAST = len(STAGES)
 _GATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # playbook -> {live marker ids: Gate}
@@ -78,6 +79,7 @@ class Analyzer:
         self._events: list[Event] = []
         self._known: dict[str, tuple] = {}  # text -> _facts(text), for texts up to KNOWN_TEXT chars
         self._dicts: dict[str, list[Line]] = {}  # proc -> the lines of a pprint'ed dict it is printing
+        self.stack: Block | None = None  # the latest main thread's stack a dump in the log showed (py-spy's)
         self.gate = self._gate()
 
     def _live(self, no: int, marker) -> bool:
@@ -347,6 +349,10 @@ class Analyzer:
 
     def _block_closed(self, blk: Block) -> None:
         self._since_block.pop(blk.proc, None)
+        if blk.thread is not None:  # a live process's stack, not a failure: where it was when dumped
+            if blk.thread in ("MainThread", "") and blk.segments:
+                self.stack = blk
+            return
         f = finding_from_block(blk, self.pb)
         if f is not None:
             self._add_finding(f)
@@ -360,6 +366,18 @@ class Analyzer:
             return
         self.findings[f.key] = f
         self._events.append(Event("failure", f.line_no, f.text, f.stage, {"category": f.category, "role": f.role}))
+
+    def saw(self, dump: str) -> None:
+        """Stacks of the run's processes taken outside its log (py-spy's, in a hang's evidence):
+        the main thread that waits in a collective, else the first main thread, is where the run
+        waits — as if the log had shown that dump after its last line."""
+        asm, found = BlockAssembler(), []
+        for no, text in enumerate(dump.splitlines(), 1):
+            found += asm.feed(make_line(no, text, []), False)[0]
+        mains = [b for b in found + asm.close_all() if b.thread in ("MainThread", "") and b.segments]
+        best = next((b for b in mains if collective(b.segments[0].frames)), mains[0] if mains else None)
+        if best is not None:
+            self.stack = replace(best, start_no=self.line_no + 1)
 
     # ------------------------------------------------------------------ verdict
 

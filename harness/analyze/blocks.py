@@ -47,6 +47,12 @@ IPY_CONTEXT = re.compile(r"^\s+\d+ |^\s*\.\.\.$|^'Could not get source")
 # newline (tqdm writes `\r` + bar and ends the line only when it closes) leaves the cursor at the
 # bar's end, so whatever another process or thread writes next lands on the bar's line.
 GLUED_HEAD = re.compile(r"\S.*Traceback \(most recent call last\):$")
+# py-spy's `dump` of a live process (what an engineer runs on a hung one, and what the harness
+# collects before it stops one): per thread a head, `Thread 20870 (idle): "MainThread"`, then its
+# frames innermost first, `    gather_object (torch/distributed/distributed_c10d.py:3312)`. One
+# block per thread, its frames read as a traceback's; a look at a live process, not a failure.
+PYSPY_HEAD = re.compile(r'^Thread (?:0x)?[0-9A-Fa-f]+ \((?:idle|active|gil|active\+gil)\)(?:: "(?P<name>[^"]*)")?$')
+PYSPY_FRAME = re.compile(r"^\s+(?P<func>[^\s(][^(]*?) \((?P<path>[^()\s]+):(?P<no>\d+)\)$")
 MAX_BLOCK_LINES = 400
 # Lines of its own process a traceback may be interrupted by and still go on: another thread of
 # the process writes between two of its lines (socketserver's `handle_error` prints a rule and
@@ -77,6 +83,7 @@ class Block:
     code_nos: set[int] = field(default_factory=set)  # numbers of the lines that are frames' source lines
     innermost_first: bool = False  # faulthandler prints the innermost frame first
     ipython: bool = False  # IPython's shape (IPY_*)
+    thread: str | None = None  # a py-spy dump's thread (PYSPY_HEAD): its name, "" when unnamed
     at_end: bool = False  # still open when the log ended
     gap: int = 0  # lines of its process since its frames were interrupted (MAX_GAP)
 
@@ -121,6 +128,8 @@ class BlockAssembler:
     def _feed(self, line: Line, matched: bool) -> tuple[list[Block], bool]:
         text = line.text
         blk = self.open.get(line.proc)
+        if (head := PYSPY_HEAD.match(text)) or (blk is not None and blk.thread is not None):
+            return self._pyspy(line, head, blk)
         if (text.endswith("(most recent call last)") and IPY_HEAD.match(text)
                 and (blk is None or blk.state == "after_exc")):  # a chained one continues the block
             blk = blk or self.open.setdefault(line.proc, Block(line.proc, line.no))
@@ -193,6 +202,21 @@ class BlockAssembler:
                 self._add(blk, line)
             return [], True
         return [self.open.pop(line.proc)], False
+
+    def _pyspy(self, line: Line, head: re.Match | None, blk: Block | None) -> tuple[list[Block], bool]:
+        """A line of a py-spy dump: a thread's head opens its block (closing the one before), a
+        frame joins it as a traceback's frame, outermost first; any other line ends it."""
+        if head:
+            closed = [self.open.pop(line.proc)] if blk is not None else []
+            blk = self.open[line.proc] = Block(line.proc, line.no, innermost_first=True, thread=head["name"] or "")
+            blk.lines.append(line)
+            return closed, True
+        m = PYSPY_FRAME.match(line.text)
+        if m is None or len(blk.lines) >= MAX_BLOCK_LINES:  # the thread's stack is over
+            return [self.open.pop(line.proc)], False
+        blk.lines.append(line)
+        blk.current.frames.insert(0, f'File "{m["path"]}", line {m["no"]}, in {m["func"]}')
+        return [], True
 
     @staticmethod
     def _resumes(blk: Block, text: str) -> bool:

@@ -8,10 +8,11 @@ from dataclasses import replace
 
 from ..chain import STAGE_NO, STAGES, stage_statuses
 from ..redact import redact
-from .callpath import named_stage, requested_stage
+from .callpath import named_stage, path_stage, requested_stage
 from .findings import CUT_SHORT, ROLE_ORDER, Finding, family
 from .lines import make_line
 from .metrics import reports
+from .stacks import collective, waiting_frame
 
 LAST = len(STAGES)
 
@@ -142,14 +143,28 @@ def _last_said(an) -> tuple[list[str], str, list[str]]:
     return tail, last, cats
 
 
+def waits(an) -> list[str] | None:
+    """Where a silent run waits: the frames (outermost first) of the main thread of the last stack
+    dump its log shows (py-spy's), when it was dumped after every stage marker."""
+    blk = an.stack
+    marks = [at for at, _ in an.reached.values()] + list(an.entered.values()) + [an.last_update or -1]
+    return blk.segments[0].frames if blk is not None and blk.start_no > max(marks) else None
+
+
 def silence(an, quiet: float, stage: int) -> Finding:
-    """The root cause of a run that went silent without an error: its last line, categorised by
-    the error family its last lines belong to (a TCPStore wait is a collective hang), else by
-    the stage it hangs in (`silent_category`)."""
+    """The root cause of a run that went silent without an error: where its main thread waits when
+    a stack dump shows it (the frame everyone waits on; in a collective, a collective's hang), else
+    its last line, categorised by the error family its last lines belong to (a TCPStore wait is a
+    collective hang), else by the stage it hangs in (`silent_category`)."""
     tail, last, cats = _last_said(an)
+    frames, where = waits(an), "after this line"
+    if frames:
+        last, coll, tail = waiting_frame(frames), collective(frames), [ln.text for ln in an.stack.lines]
+        cats = ["distributed_comm_hang"] if coll else cats
+        where = "; its main thread waits here" + (f", in the collective {coll}" if coll else "")
     return Finding(key=SILENCE, line_no=an.line_no, text=last,
                    category=cats[0] if cats else silent_category(stage),
-                   hint=f"The run printed nothing for {quiet:.0f}s after this line, in {STAGES[stage - 1]}: "
+                   hint=f"The run printed nothing for {quiet:.0f}s {where}, in {STAGES[stage - 1]}: "
                         "see where its processes wait (the attempt's evidence: their stacks, states and last lines).",
                    stage=stage, outcome="hang", signature=SILENCE, detail=f"silent for {quiet:.0f}s",
                    lines=tail, context=an.tail[:-1][-8:])
@@ -245,10 +260,12 @@ def said_stage(an) -> int | None:
 
 
 def silent_stage(an, top: int) -> int:
-    """The stage a run that went silent hangs in: the phase under way at its end (a during
-    marker, a bar still counting), else the work its last lines name, else the one after the
-    last passed (`top`)."""
-    return phase_under_way(an, an.line_no + 1, an.tail) or said_stage(an) or min(top + 1, len(STAGES))
+    """The stage a run that went silent hangs in: the work its main thread's stack names, when a
+    dump shows it (`waits`); else the phase under way at its end (a during marker, a bar still
+    counting), else the work its last lines name, else the one after the last passed (`top`)."""
+    frames = waits(an)
+    return ((path_stage(an.pb, [frames]) if frames else None) or phase_under_way(an, an.line_no + 1, an.tail)
+            or said_stage(an) or min(top + 1, len(STAGES)))
 
 
 def build_verdict(an, now: float | None) -> dict:

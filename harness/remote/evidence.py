@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from ..analyze.blocks import PYSPY_FRAME, PYSPY_HEAD
+from ..analyze.stacks import COLLECTIVE_OPS, COLLECTIVES, RELAY
 from .procs import _vars, MEMBERS
 from .transport import Transport
 
@@ -37,17 +39,7 @@ done
 true
 '''
 _PROC = re.compile(r"^== process (\d+) state (\S+) cpu_ticks (\d+) hz (\d+) wchan (\S+)$")
-_FRAME = re.compile(r"^\s+(\S.*?) \((\S+?):(\d+)\)$")
-_THREAD = re.compile(r'^Thread \d+ \((\w+)\): "([^"]*)"')
-# The collectives proper (torch.distributed's ops and point-to-point calls, HCCL/NCCL's the same
-# names): a run whose processes wait in one hangs in a collective. A summary also names the other
-# waits on other processes' work (a device synchronize, asyncio's wait_for, ray.get), which may
-# hang for any reason.
-_OPS = r"all_?reduce|all_?gather|reduce_scatter|broadcast|barrier|all_?to_?all|\bi?recv\b|\bi?send\b"
-COLLECTIVE_OPS = re.compile(_OPS, re.I)
-COLLECTIVES = re.compile(_OPS + r"|synchronize|wait_for|\bget_objects\b", re.I)
 _IN_COLLECTIVE = re.compile(r", in the collective (\S+)")
-RELAY = re.compile(r"(?:^|/)(?:threading|queue|selectors|socket|subprocess)\.py$|/asyncio/|/concurrent/")
 
 
 def summary(raw: str) -> list[str]:
@@ -61,10 +53,10 @@ def summary(raw: str) -> list[str]:
             out.append(cur)
         elif cur is not None and line.startswith("cmd "):
             cur["cmd"] = line[4:].strip()
-        elif cur is not None and (t := _THREAD.match(line)):
-            cur["thread"] = cur["thread"] or t[2]
+        elif cur is not None and (t := PYSPY_HEAD.match(line)):
+            cur["thread"] = cur["thread"] or t["name"] or ""
             cur["frames"].append(None)  # a thread boundary
-        elif cur is not None and (f := _FRAME.match(line)):
+        elif cur is not None and (f := PYSPY_FRAME.match(line)):
             cur["frames"].append((f[1], f[2], f[3]))
     lines = []
     for p in out:

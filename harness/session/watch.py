@@ -194,6 +194,7 @@ async def watch(ses, handle: RunHandle, an: Analyzer, on_stage, on_data) -> Watc
             cpu = await ses.launcher.cpu_activity(handle)
             if cpu["cpu_seconds"] < BUSY_CPU * cpu["interval"]:
                 evidence, found = await _evidence(ses, handle), await logs.postmortem(handle)
+                an.saw(evidence)  # where its processes wait: the hang's stage and the frame it waits in
                 v = an.verdict(now)  # a worker's own error, found in its files, is the hang's cause
                 if not (v["outcome"] == "hang" or found and v["root_cause"]):
                     v = _hung(an, now, spec.launch.stall)

@@ -1,0 +1,81 @@
+"""A stack dump in a log (py-spy's: what the harness gathers from a hung run, and what engineers
+paste into issues) says where a silent run waits: its stage from the main thread's call path, a
+collective's hang when a collective is on it, and the frame everyone waits on. Dumps of real hung
+processes, taken with the real py-spy."""
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.analyze import Analyzer
+from harness.playbook import load_playbook
+
+pytestmark = pytest.mark.xdist_group("test_stacks")
+SPY = Path(sys.executable).parent / "py-spy"
+
+HUNG = textwrap.dedent("""\
+    import sys, threading
+    def all_gather(x):
+        print("ready", flush=True)
+        threading.Event().wait()
+    def {phase}(batch):
+        return all_gather(batch)
+    def fit():
+        {phase}([1, 2])
+    fit()
+    """)
+
+
+def dump_of(tmp_path: Path, phase: str) -> str:
+    """py-spy's dump of a real process hung inside `phase`, in a collective-like call."""
+    script = tmp_path / f"{phase}.py"
+    script.write_text(HUNG.format(phase=phase))
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        for _ in range(20):  # py-spy may catch the interpreter between two frames: try again
+            r = subprocess.run([str(SPY), "dump", "--pid", str(p.pid)], capture_output=True, text=True, timeout=60)
+            if r.returncode == 0 and "all_gather" in r.stdout:
+                return r.stdout
+            time.sleep(0.2)
+        pytest.fail(f"py-spy dump failed: {r.stderr[-500:]}")
+    finally:
+        p.kill()
+        p.wait()
+
+
+def hung_verdict(lines: list[str]) -> dict:
+    a = Analyzer(load_playbook("base"))
+    a.feed(("\n".join(lines) + "\n").encode(), ts=1000.0)
+    a.finish()
+    return a.verdict(now=1000.0 + 7 * 86400)
+
+
+@pytest.mark.skipif(not SPY.exists(), reason="py-spy is a test extra: pip install -e '.[test]'")
+def test_a_dump_of_a_hung_process_says_where_the_silent_run_waits(tmp_path):
+    before = ["step 3: reward 0.41", "starting the next step"]
+    v = hung_verdict(before + dump_of(tmp_path, "compute_ref_log_prob").splitlines())
+    rc = v["root_cause"]
+    assert (v["outcome"], v["failed_stage"], rc["category"]) == ("hang", 6, "distributed_comm_hang"), rc
+    assert rc["text"].startswith("all_gather (") and "in the collective all_gather" in rc["hint"], rc
+    # another phase, the same wait: the stack names the phase
+    v = hung_verdict(before + dump_of(tmp_path, "generate_sequences").splitlines())
+    assert v["failed_stage"] == 2, v["root_cause"]
+
+
+def test_a_dump_before_the_run_went_on_says_nothing_of_where_it_stops():
+    """A stack dumped, then a stage marker: the run moved on; where it waits now is the marker's
+    phase (NeMo-RL's banner as a generation begins), not the old stack's."""
+    dump = ['Thread 41 (idle): "MainThread"', "    all_gather (dist.py:10)", "    compute_values (w.py:5)"]
+    marker = "▶ Generating responses for batch of size 8..."
+    v = hung_verdict(dump + [marker])
+    assert (v["failed_stage"], v["root_cause"]["text"]) == (2, marker), v["root_cause"]
+    v = hung_verdict([marker] + dump)
+    assert (v["failed_stage"], v["root_cause"]["text"]) == (6, "all_gather (dist.py:10)"), v["root_cause"]
+    # another thread's stack says nothing of where the main one waits
+    v = hung_verdict([marker, 'Thread 43 (idle): "ThreadPoolExecutor-0_0"'] + dump[1:])
+    assert v["failed_stage"] == 2, v["root_cause"]
