@@ -79,3 +79,14 @@ def test_a_dump_before_the_run_went_on_says_nothing_of_where_it_stops():
     # another thread's stack says nothing of where the main one waits
     v = hung_verdict([marker, 'Thread 43 (idle): "ThreadPoolExecutor-0_0"'] + dump[1:])
     assert v["failed_stage"] == 2, v["root_cause"]
+
+
+def test_the_line_after_a_dump_is_read_as_any_other():
+    """A traceback that begins right after a dump's last frame keeps its head: its exception is the
+    crash's root, not the dump's stack."""
+    dump = ['Thread 41 (active): "MainThread"', "    all_gather (dist.py:10)", "    compute_values (w.py:5)"]
+    tb = ["Traceback (most recent call last):", '  File "/srv/w.py", line 5, in compute_values',
+          "    v = head(x)", "ValueError: expected 3 values, got 2"]
+    v = hung_verdict(dump + tb)
+    rc = v["root_cause"]
+    assert (v["outcome"], rc["text"], v["failed_stage"]) == ("crash", tb[-1], 6), rc

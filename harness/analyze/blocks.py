@@ -129,7 +129,11 @@ class BlockAssembler:
         text = line.text
         blk = self.open.get(line.proc)
         if (head := PYSPY_HEAD.match(text)) or (blk is not None and blk.thread is not None):
-            return self._pyspy(line, head, blk)
+            closed, consumed = self._pyspy(line, head, blk)
+            if consumed:
+                return closed, True
+            more, consumed = self._feed(line, matched)  # the line after a dump, read afresh
+            return closed + more, consumed
         if (text.endswith("(most recent call last)") and IPY_HEAD.match(text)
                 and (blk is None or blk.state == "after_exc")):  # a chained one continues the block
             blk = blk or self.open.setdefault(line.proc, Block(line.proc, line.no))

@@ -11,7 +11,7 @@ from ..chain import STAGE_NO
 from ..playbook import MetricRule, Playbook, Signature
 from ..redact import redact
 from .blocks import FRAME, RAY_METHOD, Block
-from .callpath import LOOP, STRONG, confined_stage, sets_up, named_stage, path_level, path_stage, with_calls
+from .callpath import LOOP, STRONG, confined_stage, named_stage, path_level, path_stage, sets_up, with_calls
 from .lines import Line, canonical, make_line
 
 ROLE_ORDER = {"cause": 0, "downstream": 1, "wrapper": 2}
@@ -80,13 +80,13 @@ def finding_from_line(line: Line, sigs: list[Signature], pb: Playbook, context: 
     f = _make(pb, line.no, line.text, sigs, _best(sigs), "", {line.proc}, line.repeat)
     if f.stage is None:
         _place(f, pb, [failed_call(line.text)], [line.actor] if line.actor else [], "", line.text)
-    elif f.stage == SETUP:
+    elif f.stage == START:
         _work_over_setup(f, pb, [failed_call(line.text)])
     f.lines, f.context = [line.text], context
     return f
 
 
-SETUP = STAGE_NO["engine_start"]
+START = STAGE_NO["engine_start"]
 
 
 def _work_over_setup(f: Finding, pb: Playbook, paths: list[list[str]]) -> None:
@@ -97,7 +97,7 @@ def _work_over_setup(f: Finding, pb: Playbook, paths: list[list[str]]) -> None:
     failed: … hcclCommInitRootInfoConfig …`) —, unless that path passes through set-up itself
     (`init_model` → `load_weights`: weights loaded to build the model)."""
     stage, level = path_level(pb, paths)
-    if stage is not None and level == STRONG and stage != SETUP and not sets_up(pb, paths):
+    if stage is not None and level == STRONG and stage != START and not sets_up(pb, paths):
         f.stage = stage
 
 
@@ -176,7 +176,7 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
                 f.text = f"{f.text} (its traceback cut short after {_said(after[-1])})"
         _place_in(f, pb, blk, seg, exc, line.text,
                   named + callee(seg.exc_text if seg else line.text) + failed_call(line.text))
-    elif f.stage == SETUP:
+    elif f.stage == START:
         _work_over_setup(f, pb, [(with_calls(pb, seg.frames, seg.code) if seg else []) + failed_call(line.text),
                                  blk.methods])
     if f.category == "other" and (sig is None or sig.role == "wrapper"):  # the rest of a message of several lines
