@@ -31,6 +31,7 @@ FLOORS = {
     ("realworld11",): {"stage": 0.63, "category": 0.45, "digest": 1.0, "chosen": 0.72},
     ("realworld12",): {"stage": 0.66, "category": 0.76, "digest": 0.95, "chosen": 0.85},
     ("realworld13",): {"stage": 0.75, "category": 0.43, "digest": 0.93, "chosen": 0.50},
+    ("realworld14",): {"stage": 0.35, "category": 0.50, "digest": 0.90, "chosen": 0.60},
 }
 
 
