@@ -30,7 +30,7 @@ HUNG = textwrap.dedent("""\
     """)
 
 
-def dump_of(tmp_path: Path, phase: str) -> str:
+def dump_of(tmp_path: Path, phase: str, *flags: str) -> str:
     """py-spy's dump of a real process hung inside `phase`, in a collective-like call."""
     script = tmp_path / f"{phase}.py"
     script.write_text(HUNG.format(phase=phase))
@@ -38,7 +38,8 @@ def dump_of(tmp_path: Path, phase: str) -> str:
     try:
         assert p.stdout.readline().strip() == "ready"
         for _ in range(20):  # py-spy may catch the interpreter between two frames: try again
-            r = subprocess.run([str(SPY), "dump", "--pid", str(p.pid)], capture_output=True, text=True, timeout=60)
+            r = subprocess.run([str(SPY), "dump", "--pid", str(p.pid), *flags], capture_output=True, text=True,
+                               timeout=60)
             if r.returncode == 0 and "all_gather" in r.stdout:
                 return r.stdout
             time.sleep(0.2)
@@ -62,9 +63,10 @@ def test_a_dump_of_a_hung_process_says_where_the_silent_run_waits(tmp_path):
     rc = v["root_cause"]
     assert (v["outcome"], v["failed_stage"], rc["category"]) == ("hang", 6, "distributed_comm_hang"), rc
     assert rc["text"].startswith("all_gather (") and "in the collective all_gather" in rc["hint"], rc
-    # another phase, the same wait: the stack names the phase
-    v = hung_verdict(before + dump_of(tmp_path, "generate_sequences").splitlines())
-    assert v["failed_stage"] == 2, v["root_cause"]
+    # another phase, the same wait: the stack names the phase; `--locals` prints each frame's
+    # arguments and locals under it, which are not frames
+    v = hung_verdict(before + dump_of(tmp_path, "generate_sequences", "--locals").splitlines())
+    assert v["failed_stage"] == 2 and v["root_cause"]["text"].startswith("all_gather ("), v["root_cause"]
 
 
 def test_a_dump_before_the_run_went_on_says_nothing_of_where_it_stops():

@@ -52,7 +52,8 @@ GLUED_HEAD = re.compile(r"\S.*Traceback \(most recent call last\):$")
 # frames innermost first, `    gather_object (torch/distributed/distributed_c10d.py:3312)`. One
 # block per thread, its frames read as a traceback's; a look at a live process, not a failure.
 PYSPY_HEAD = re.compile(r'^Thread (?:0x)?[0-9A-Fa-f]+ \((?:idle|active|gil|active\+gil)\)(?:: "(?P<name>[^"]*)")?$')
-PYSPY_FRAME = re.compile(r"^\s+(?P<func>[^\s(][^(]*?) \((?P<path>[^()\s]+):(?P<no>\d+)\)$")
+PYSPY_FRAME = re.compile(r"^\s+(?P<func>[^\s(][^(]*?) \((?P<path>[^()\s]+?)(?::(?P<no>\d+))?\)$")
+PYSPY_LOCALS = "        "  # `--locals` prints a frame's arguments and locals indented under it
 MAX_BLOCK_LINES = 400
 # Lines of its own process a traceback may be interrupted by and still go on: another thread of
 # the process writes between two of its lines (socketserver's `handle_error` prints a rule and
@@ -215,11 +216,13 @@ class BlockAssembler:
             blk = self.open[line.proc] = Block(line.proc, line.no, innermost_first=True, thread=head["name"] or "")
             blk.lines.append(line)
             return closed, True
-        m = PYSPY_FRAME.match(line.text)
-        if m is None or len(blk.lines) >= MAX_BLOCK_LINES:  # the thread's stack is over
-            return [self.open.pop(line.proc)], False
+        local = line.text.startswith(PYSPY_LOCALS)
+        m = None if local else PYSPY_FRAME.match(line.text)
+        if (m is None and not local) or len(blk.lines) >= MAX_BLOCK_LINES:
+            return [self.open.pop(line.proc)], False  # the thread's stack is over
         blk.lines.append(line)
-        blk.current.frames.insert(0, f'File "{m["path"]}", line {m["no"]}, in {m["func"]}')
+        if m is not None:  # `--native` frames name a library and no line
+            blk.current.frames.insert(0, f'File "{m["path"]}", line {m["no"] or 0}, in {m["func"]}')
         return [], True
 
     @staticmethod

@@ -57,7 +57,7 @@ def summary(raw: str) -> list[str]:
             cur["thread"] = cur["thread"] or t["name"] or ""
             cur["frames"].append(None)  # a thread boundary
         elif cur is not None and (f := PYSPY_FRAME.match(line)):
-            cur["frames"].append((f[1], f[2], f[3]))
+            cur["frames"].append((f[1], f[2], f[3] or "?"))
     lines = []
     for p in out:
         main = []
