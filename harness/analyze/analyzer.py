@@ -350,7 +350,7 @@ class Analyzer:
     def _block_closed(self, blk: Block) -> None:
         self._since_block.pop(blk.proc, None)
         if blk.thread is not None:  # a live process's stack, not a failure: where it was when dumped
-            if blk.thread in ("MainThread", "") and blk.segments:
+            if blk.main_stack:
                 self.stack = blk
             return
         f = finding_from_block(blk, self.pb)
@@ -374,8 +374,8 @@ class Analyzer:
         asm, found = BlockAssembler(), []
         for no, text in enumerate(dump.splitlines(), 1):
             found += asm.feed(make_line(no, text, []), False)[0]
-        mains = [b for b in found + asm.close_all() if b.thread in ("MainThread", "") and b.segments]
-        best = next((b for b in mains if collective(b.segments[0].frames)), mains[0] if mains else None)
+        mains = [b for b in found + asm.close_all() if b.main_stack]
+        best = next((b for b in mains if collective(b.main_stack)), mains[0] if mains else None)
         if best is not None:
             self.stack = replace(best, start_no=self.line_no + 1)
 

@@ -89,6 +89,12 @@ class Block:
     gap: int = 0  # lines of its process since its frames were interrupted (MAX_GAP)
 
     @property
+    def main_stack(self) -> list[str] | None:
+        """A dump's main thread's frames (outermost first): the thread that says where its
+        process is; None for any other block."""
+        return self.segments[0].frames if self.thread in ("MainThread", "") and self.segments else None
+
+    @property
     def current(self) -> Segment:
         if not self.segments or self.segments[-1].exc_text:
             self.segments.append(Segment())

@@ -31,7 +31,8 @@ def root_cause(findings: list[Finding], last_update_no: int | None) -> Finding |
     if failed and all(f.key.startswith(CUT_SHORT) for f in failed):
         # a traceback cut short before its exception says where the run died, not why: a bad value
         # it printed before (a NaN in the step's metrics) is the earliest error known, and the crash's
-        bad = [f for f in live if f.outcome == "wrong_result" and f.line_no < min(g.line_no for g in failed)]
+        died = min(g.line_no for g in failed)
+        bad = [f for f in live if f.outcome == "wrong_result" and f.line_no < died]
         if bad:
             return replace(min(bad, key=lambda f: (f.line_no, f.stage or 0)), outcome="crash")
     # on one line, the most upstream stage first: a NaN reward makes the loss NaN, not the reverse;
@@ -148,7 +149,7 @@ def waits(an) -> list[str] | None:
     dump its log shows (py-spy's), when it was dumped after every stage marker."""
     blk = an.stack
     marks = [at for at, _ in an.reached.values()] + list(an.entered.values()) + [an.last_update or -1]
-    return blk.segments[0].frames if blk is not None and blk.start_no > max(marks) else None
+    return blk.main_stack if blk is not None and blk.start_no > max(marks) else None
 
 
 def silence(an, quiet: float, stage: int) -> Finding:
