@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import sys
 
 from rich.console import Console
@@ -15,10 +17,18 @@ _OUTCOME = {"pass": "bold green", "crash": "bold red", "hang": "bold yellow", "w
             "running": "cyan", "unknown": "dim"}
 
 
-def cli_console() -> Console:
+def cli_console(cls: type[Console] = Console) -> Console:
     """The CLI's console: on a terminal rich's own; piped or redirected, lines are never wrapped at
     80 columns (a file or `grep` gets each line whole)."""
-    return Console(highlight=False, soft_wrap=not sys.stdout.isatty())
+    return cls(highlight=False, soft_wrap=not sys.stdout.isatty())
+
+
+class ViewConsole(Console):
+    """A session view's console: a reader gone away (a closed pipe) is an error its view handles,
+    where rich's default ends the process (and with it an unattended session)."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError(errno.EPIPE, "the output's reader went away")
 
 
 def chain_bar(verdict: dict) -> Text:
@@ -116,10 +126,10 @@ class SessionView:
     """The foreground view of a session: a line per event, and on a terminal a live footer with
     the chain, the attempt, what the controller or agent is doing and the budget used."""
 
-    def __init__(self, console: Console, budgets=None):
+    def __init__(self, console: Console, budgets=None, on_lost=None):
         from rich.live import Live
 
-        self.console, self.budgets, self.doing = console, budgets, "starting"
+        self.console, self.budgets, self.doing, self.on_lost = console, budgets, "starting", on_lost
         self.live = Live(console=console, refresh_per_second=4, transient=True) if console.is_terminal else None
         self.state = None
 
@@ -137,9 +147,27 @@ class SessionView:
         if ev["type"] == "activity":
             self.doing = ev["text"]
         elif (line := event_line(ev)) is not None:
-            self.console.print(line)
+            try:
+                self.console.print(line)
+            except OSError:  # nobody reads any more (a closed pipe, a dead terminal): the session goes on
+                if self.on_lost is None:
+                    raise
+                self.lost()
+                self.console.print(line)  # on the new console (the old one's buffer went with it)
         if self.live:
             self.live.update(self.footer())
+
+    def lost(self, why: str = "the output could not be written (its reader went away)") -> None:
+        """The terminal or pipe went away (a write failed, or SIGHUP): no footer any more, and plain
+        lines from now on, wherever `on_lost(why)` sends stdout."""
+        if self.on_lost is None:
+            return
+        on_lost, self.on_lost, live, self.live = self.on_lost, None, self.live, None
+        if live:
+            with contextlib.suppress(OSError):  # its last refresh may meet the dead terminal
+                live.stop()
+        on_lost(why)
+        self.console = cli_console(ViewConsole)  # stdout is no terminal now: no colours, no wrapping
 
     def footer(self) -> Text:
         st = self.state

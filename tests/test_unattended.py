@@ -1,7 +1,7 @@
 """Honest state, through real processes: commands that start a controller return 0 only once it
 passed its start-up checks; a session that never got going is never the default target; a
 controller that fails writes `end` with reason `error`, and `status` says why; a foreground run
-survives its terminal hanging up and ends cleanly on SIGTERM; a run the harness stopped is never
+survives its terminal hanging up, its pipe closing or its terminal dying, and ends cleanly on SIGTERM; a run the harness stopped is never
 re-attached; no view shows a stage passed that the verdict does not count; the session's files
 are the user's alone; `harness diff > file` is a patch `git apply` takes; a session that hit a
 model error and was continued replays."""
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import shutil
 import signal
 import stat
@@ -88,24 +89,52 @@ def test_a_controller_error_is_an_end_with_its_cause(tmp_path):
     assert (home / "sessions" / sid / "report.md").is_file()
 
 
-def test_a_foreground_run_outlives_its_terminal_and_stops_cleanly_on_sigterm(tmp_path):
+def _foreground(tmp_path: Path, out) -> tuple[subprocess.Popen, Path, str]:
     home = tmp_path / "home"
     env = dict(os.environ, HARNESS_HOME=str(home))
     p = subprocess.Popen([str(HARNESS), "run", str(long_run_spec(tmp_path)), "--offline"], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+                         stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     sid = wait_for(lambda: sessions(home)[0] if (home / "sessions").is_dir() and sessions(home) else None, "the session")
-    wait_for(lambda: any(e["type"] == "launch" for e in journal(home, sid)), "the launch")
-    p.send_signal(signal.SIGHUP)  # the terminal went away: the session goes on
-    p.stdout.close()  # and nobody reads its output any more
-    time.sleep(1.0)  # (a grace for the signal to be handled; the assertions below do not depend on timing)
-    assert p.poll() is None and journal(home, sid)[-1]["type"] != "end"
+    return p, home, sid
+
+
+def _goes_on_then_stops_on_sigterm(tmp_path: Path, p: subprocess.Popen, home: Path, sid: str, why: str,
+                                   launched: int = 1) -> None:
     log = home / "sessions" / sid / "controller.log"
-    wait_for(lambda: log.is_file() and "SIGHUP" in log.read_text(), "the note in controller.log")
+    wait_for(lambda: log.is_file() and why in log.read_text(), "the note in controller.log")
+    wait_for(lambda: any(e["type"] == "launch" for e in journal(home, sid)), "the launch")
+    assert p.poll() is None and journal(home, sid)[-1]["type"] != "end"
     p.send_signal(signal.SIGTERM)
     assert p.wait(60) == 1
     end = journal(home, sid)[-1]
     assert end["type"] == "end" and end["reason"] == "stopped" and end["detail"] == "stopped by SIGTERM"
+    text = log.read_text()  # plain lines, the last saying how it ended, and no traceback
+    assert "Traceback" not in text and "\x1b[" not in text, text
+    assert text.count("attempt 1: launched run") == launched and f"session {sid}: stopped after 1 attempt(s)" in text, text
     wait_for(lambda: not processes_of(tmp_path / "work"), "the run to be stopped")
+
+
+def test_a_foreground_run_outlives_its_terminal_and_stops_cleanly_on_sigterm(tmp_path):
+    p, home, sid = _foreground(tmp_path, subprocess.PIPE)
+    while "attempt 1: launched run" not in p.stdout.readline().decode():  # the terminal showed the launch
+        pass
+    p.send_signal(signal.SIGHUP)  # then went away: the session goes on
+    p.stdout.close()  # and nobody reads its output any more
+    _goes_on_then_stops_on_sigterm(tmp_path, p, home, sid, "the terminal hung up (SIGHUP)", launched=0)
+
+
+def test_a_foreground_run_whose_pipe_closes_goes_on(tmp_path):
+    p, home, sid = _foreground(tmp_path, subprocess.PIPE)
+    p.stdout.close()  # `harness run | tee` and tee died: no SIGHUP, the next line meets a closed pipe
+    _goes_on_then_stops_on_sigterm(tmp_path, p, home, sid, "the output could not be written")
+
+
+def test_a_foreground_run_whose_terminal_dies_goes_on(tmp_path):
+    controller, terminal = pty.openpty()
+    p, home, sid = _foreground(tmp_path, terminal)  # on a terminal: the live footer is drawn too
+    os.close(terminal)
+    os.close(controller)  # the terminal is gone without a SIGHUP to this process: writes fail with EIO
+    _goes_on_then_stops_on_sigterm(tmp_path, p, home, sid, "the output could not be written")
 
 
 def test_a_wrong_result_never_shows_its_actor_update_passed(tmp_path):

@@ -22,14 +22,18 @@ def _console():
     return cli_console()
 
 
-def _finish(ses) -> None:
-    """Write the report and say how it ended; exit 0 when the chain passed, 1 when not."""
+def _finish(directory: Path) -> None:
+    """Write the report and say how the session ended (its journal says); exit 0 when the chain
+    passed, 1 when not."""
+    from ..session.journal import Journal
     from ..session.reports import write_session_reports
+    from ..session.state import fold
 
-    report = write_session_reports(ses.dir)
-    _console().print(f"session {ses.session}: {ses.state.ended['reason']} after {len(ses.state.attempts)} attempt(s); "
-                      f"report: {report}")
-    raise typer.Exit(0 if ses.state.passed else 1)
+    report = write_session_reports(directory)
+    st = fold(Journal.read(directory / "journal.jsonl"))
+    _console().print(f"session {directory.name}: {st.ended['reason'] if st.ended else 'not ended'} after "
+                      f"{len(st.attempts)} attempt(s); report: {report}")
+    raise typer.Exit(0 if st.passed else 1)
 
 
 def run(
@@ -69,19 +73,22 @@ def run_session_fg(directory: Path, offline: bool, spec=None) -> None:
     import asyncio
     import os
 
-    from ..session.detach import install_stop, mark_holder, take_lock
+    from ..session.detach import install_stop, lose_terminal, mark_holder, take_lock
     from ..session.reports import write_session_reports
     from ..session.runner import run_spec
     from ..spec import load_spec
-    from ..ui import SessionView
+    from ..ui import SessionView, ViewConsole, cli_console
 
     spec = spec or load_spec(directory / "spec.yaml")
     fd = take_lock(directory)
     mark_holder(fd, os.getpid())
     try:
-        with SessionView(_console(), spec.budgets) as view:
-            ses = asyncio.run(run_spec(spec, directory, offline=offline, ui=view,
-                                       on_session=lambda s: install_stop(s, directory, foreground=True)))
+        with SessionView(cli_console(ViewConsole), spec.budgets, on_lost=functools.partial(lose_terminal, directory)) as view:
+            hung_up = functools.partial(view.lost, "the terminal hung up (SIGHUP)")
+            asyncio.run(run_spec(spec, directory, offline=offline, ui=view,
+                                 on_session=lambda s: install_stop(s, directory, on_hangup=hung_up)))
+    except asyncio.CancelledError:  # a signal stopped it (install_stop): its end is journaled like any other
+        pass
     except BaseException:  # the session ended on an error (journaled): its report still gets written
         if (directory / "journal.jsonl").stat().st_size:
             with contextlib.suppress(Exception):
@@ -89,7 +96,7 @@ def run_session_fg(directory: Path, offline: bool, spec=None) -> None:
         raise
     finally:
         os.close(fd)
-    _finish(ses)
+    _finish(directory)
 
 
 def demo(
@@ -151,7 +158,7 @@ def demo(
     _console().print(f"waiting for the run {st.run_seconds:.1f} s, for the model {st.model_seconds:.1f} s; "
                       f"the harness's own overhead {own:.1f} s = {share:.1%} of the total")
     _console().print(f"see the changes: harness diff {ses.session}")
-    _finish(ses)
+    _finish(ses.dir)
 
 
 def eval_(

@@ -149,10 +149,10 @@ def request_stop(directory: Path, keep_run: bool) -> int | None:
     return pid
 
 
-def install_stop(ses, directory: Path, foreground: bool = False) -> None:
+def install_stop(ses, directory: Path, on_hangup=None) -> None:
     """Signals end the session cleanly: SIGTERM (`harness stop`, a shutdown) stops it and writes
     `end`; SIGHUP — the terminal of a foreground run went away, as on the night this project
-    began with — does not: the session goes on, its output to controller.log."""
+    began with — does not: the session goes on, and `on_hangup()` sends its output elsewhere."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
 
@@ -163,14 +163,17 @@ def install_stop(ses, directory: Path, foreground: bool = False) -> None:
         ses.stop_detail = "stopped by `harness stop`" if req else "stopped by SIGTERM"
         task.cancel()
 
-    def hung_up():
-        log = os.open(directory / LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        for out in (1, 2):
-            os.dup2(log, out)
-        os.close(log)
-        print(f"the terminal hung up (SIGHUP); session {directory.name} goes on without it", flush=True)
     loop.add_signal_handler(signal.SIGTERM, stop)
-    loop.add_signal_handler(signal.SIGHUP, hung_up if foreground else (lambda: None))
+    loop.add_signal_handler(signal.SIGHUP, on_hangup or (lambda: None))
+
+
+def lose_terminal(directory: Path, why: str) -> None:
+    """A foreground session's terminal or pipe went away: its output goes on into controller.log."""
+    log = os.open(directory / LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    for out in (1, 2):
+        os.dup2(log, out)
+    os.close(log)
+    print(f"{why}; session {directory.name} goes on without it", flush=True)
 
 
 def _main(argv: list[str]) -> int:
