@@ -43,9 +43,10 @@ CORPORA = {"realworld": SHARED / "corpus" / "realworld", "realworld2": SHARED / 
            "realworld7": ROOT / "tests" / "corpus" / "realworld7", "realworld8": ROOT / "tests" / "corpus" / "realworld8",
            "realworld9": ROOT / "tests" / "corpus" / "realworld9", "realworld10": ROOT / "tests" / "corpus" / "realworld10",
            "realworld11": ROOT / "tests" / "corpus" / "realworld11", "realworld12": ROOT / "tests" / "corpus" / "realworld12",
-           "realworld13": ROOT / "tests" / "corpus" / "realworld13", "realworld14": ROOT / "tests" / "corpus" / "realworld14"}
+           "realworld13": ROOT / "tests" / "corpus" / "realworld13", "realworld14": ROOT / "tests" / "corpus" / "realworld14",
+           "realworld15": ROOT / "tests" / "corpus" / "realworld15"}
 # scored blind, not tuned on: their per-case lines are not printed (only with --show-held-out)
-HELD_OUT = ("realworld6", "realworld8", "realworld13", "realworld14")
+HELD_OUT = ("realworld6", "realworld8", "realworld14", "realworld15")
 FIRST_FOUR = ("realworld", "realworld2", "realworld3", "realworld4")
 AFTER = 7 * 86400  # seconds after a case's log stopped that it is examined
 KEYS = ("stage", "category", "digest", "chosen", "outcome")

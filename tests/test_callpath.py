@@ -92,6 +92,26 @@ def test_what_a_source_line_calls():
     assert calls("self.rollout = vLLMRollout(model_path, config)") == ["__init__"]
     assert calls("logger = logging.getLogger(name)") == ["getLogger"]  # camelCase, no acronym: a function
     assert calls("raise ValueError(compute_reward(x))") == []  # the error being built, not work
+    # a `with` line enters its manager: the frames inside it are its __enter__ (or __exit__)
+    assert calls("with self.rollout_sharding_manager:") == ["rollout_sharding_manager"]
+    assert calls("async with self.engine.weight_sync as ws:") == ["weight_sync"]
+    assert calls("with torch.no_grad():") == ["no_grad"]
+
+
+def test_the_frames_inside_a_with_line_are_its_manager_s_work(pb):
+    """A frame on `with self.rollout_context:` runs the manager's __enter__: the frames inside it
+    that only wrap (a timer's, a profiler's) say nothing, the manager names the work."""
+    log = ["Traceback (most recent call last):",
+           '  File "/srv/tinyrl/trainer.py", line 40, in train_step',
+           "    with self.rollout_context:",
+           '  File "/srv/tinyrl/utils/timing.py", line 12, in wrapper',
+           "    return fn(*args, **kwargs)",
+           '  File "/srv/tinyrl/utils/timing.py", line 30, in timed',
+           "    out = fn(*args, **kwargs)",
+           "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB"]
+    assert stage_of(pb, log)[0] == 2
+    plain = [ln.replace("with self.rollout_context:", "self.clock.tick()") for ln in log]
+    assert stage_of(pb, plain)[0] == 7  # the same frames, no manager entered: the training step
 
 
 def test_the_package_of_a_frame_names_the_stage_when_nothing_else_does(pb):

@@ -39,6 +39,11 @@ def _names(pb: Playbook, entry: str) -> list[str]:
     return [method, cls] if cls else [entry]
 
 
+# `with self.rollout_sharding_manager:` — a frame on that line runs the manager's __enter__ or
+# __exit__ (a traceback shows the `with` line for both), whatever frames come inside it: the
+# manager names the work (a rollout's weight sync), not the generic wrappers (a profiler's, a
+# timer's) its methods pass through.
+WITH = re.compile(r"^(?:async\s+)?with\s+(?:(?P<bare>[A-Za-z_][\w.]*)(?:\s+as\s+\w+)?\s*:)?")
 CALL = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
 _BUILTINS = frozenset(dir(builtins))
 
@@ -48,6 +53,8 @@ def calls(code: str) -> list[str]:
     an object being built, `__init__`), builtins and the exception a `raise` builds left out."""
     if code.startswith("raise "):
         return []
+    if (m := WITH.match(code)) and m["bare"]:  # entering a context manager calls its __enter__
+        code = m["bare"] + "()"
     out = []
     for dotted in CALL.findall(code):
         parts = [p for p in dotted.split(".") if p and p != "remote"]
@@ -70,7 +77,8 @@ def with_calls(pb: Playbook, frames: list[str], code: dict[int, str]) -> list[st
     """A segment's frames, each followed by the calls of its source line (none in plumbing) when
     the traceback does not show that call itself: under the innermost frame, or above frames that
     only relay it (a remote call: Ray's own frames). Above a frame of the code it called, the
-    line's other calls had returned (`SwiftRLHF(args).main()` built the object, then failed in `main`)."""
+    line's other calls had returned (`SwiftRLHF(args).main()` built the object, then failed in
+    `main`) — except a `with` line's manager, whose __enter__ the frames inside are (`WITH`)."""
     def relay(fr: str) -> bool:
         m = FRAME.match(fr)
         return bool(m and pb.plumbing is not None and pb.plumbing.search(m[1]))
@@ -79,7 +87,7 @@ def with_calls(pb: Playbook, frames: list[str], code: dict[int, str]) -> list[st
     out = []
     for i, fr in enumerate(frames):
         out.append(fr)
-        if i == own and i in code and FRAME.match(fr):
+        if i in code and FRAME.match(fr) and (i == own or WITH.match(code[i])):
             out.extend(calls(code[i]))
     return out
 
