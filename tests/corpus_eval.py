@@ -68,12 +68,13 @@ def _norm(s: str) -> str:
     return re.sub(r"\s+", " ", s).strip()
 
 
-def _bare(line: str) -> str:
-    """A labelled line as the analyzer reads it: the prefixes the shipped playbooks peel (Ray's,
-    ranks', loggers', a framework's `[date time] `) removed."""
+def _bare(line: str, framing=None) -> str:
+    """A labelled line as the analyzer reads it: the framing its log carries (a quoted paste's
+    `> `) and the prefixes the shipped playbooks peel (Ray's, ranks', loggers', a framework's
+    `[date time] `) removed."""
     from harness.analyze.lines import make_line
     from harness.playbook import load_playbook
-    return _norm(make_line(0, line, load_playbook(None).prefixes).text)
+    return _norm(make_line(0, line, load_playbook(None).prefixes, framing).text)
 
 
 # how a log reads when collected another way: each line (with its number) as that tool prints it
@@ -85,6 +86,7 @@ MODES = {
     "pdsh": lambda i, ln: f"gpu-node-07: {ln}",
     "compose": lambda i, ln: f"trainer-1  | {ln}",
     "mpirun": lambda i, ln: f"[1,{i % 8}]<stdout>:{ln}",
+    "quoted": lambda i, ln: f"> {ln}",  # a reply in an issue thread quoting the log (Markdown)
     "docker-json": lambda i, ln: json.dumps({"log": ln + "\n", "stream": "stdout", "time": f"2026-12-04T10:00:{i % 60:02d}Z"})
     .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"),  # Go's encoder escapes these
 }
@@ -101,8 +103,9 @@ def collected(rows: list[dict], mode: str, dest: Path) -> list[dict]:
     return out
 
 
-def score(case: dict, verdict: dict) -> dict:
+def score(case: dict, verdict: dict, framing=None) -> dict:
     label = _norm(str(case["root_cause_line"]))
+    bare = _bare(label, framing)
     rc = verdict["root_cause"]
     if rc:
         chosen = rc["text"]
@@ -113,9 +116,9 @@ def score(case: dict, verdict: dict) -> dict:
     return {
         "stage": verdict["failed_stage"] == case["failed_stage"],
         "category": category == case["category"],
-        "digest": label in _norm(verdict.get("digest", "")) or _bare(label) in _norm(verdict.get("digest", "")),
+        "digest": label in _norm(verdict.get("digest", "")) or bare in _norm(verdict.get("digest", "")),
         # the analyzer's root text is the line without its Ray / rank / logger prefixes
-        "chosen": label in _norm(chosen or "") or _bare(label) in _norm(chosen or ""),
+        "chosen": label in _norm(chosen or "") or bare in _norm(chosen or ""),
         "outcome": verdict["outcome"] == case["outcome"],
     }
 
@@ -137,7 +140,7 @@ def evaluate(selected: list[dict] | None = None, playbooks: Path | None = None) 
                 if verdict["playbook"] != "union" else _union(playbooks)
             verdict, an = analyze_file(case["path"], pb, now=now)
         verdict["digest"] = build_digest(verdict, an)
-        rows.append((case, verdict, score(case, verdict)))
+        rows.append((case, verdict, score(case, verdict, an.framing)))
     return rows
 
 

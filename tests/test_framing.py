@@ -37,6 +37,8 @@ HEADS = {
     "pdsh": lambda i: "gpu-node-07: ",
     "docker compose": lambda i: "trainer-1  | ",
     "mpirun --tag-output": lambda i: f"[1,{i % 8}]<stdout>:",
+    "a quoted paste": lambda i: "> ",
+    "a reply quoting a quote": lambda i: ">> ",
 }
 
 
@@ -95,6 +97,18 @@ def test_the_line_keeps_its_own_indentation_under_the_head(pb):
     a.finish()
     f = next(iter(a.findings.values()))
     assert any(ln.startswith('  File "/srv/tinyrl/worker.py"') for ln in f.lines)
+
+
+def test_a_quoted_paste_of_metric_lines_is_framed_by_its_quote_mark(pb):
+    """Every quoted line starts `> {'loss': `: the longest head shared is the lines' own, the quote
+    mark before it is the framing; without the quote the same lines have none."""
+    def learned(lines):
+        return learn(lines, lambda t: len(peel(t, pb.prefixes)[2]))
+    metrics = [f"{{'loss': 0.{i}, 'grad_norm': 0.3, 'reward': 0.5, 'epoch': {i / 100}}}" for i in range(1, 30)]
+    assert learned(metrics) is None
+    for quote in ("> ", ">> ", "> > "):
+        f = learned([quote + m for m in metrics])
+        assert f is not None and f.split(quote + metrics[0]) == (quote.rstrip(" ") + " ", metrics[0]), quote
 
 
 def test_heads_that_are_the_lines_own_are_not_a_framing(pb):

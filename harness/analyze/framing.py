@@ -1,7 +1,7 @@
 """A log's framing: a head that whatever collected the log put on every line — `docker logs -t`'s
 and `kubectl logs --timestamps`' RFC 3339 time, the container runtime's `… stdout F `, `srun
 --label`'s task number, pdsh's and clush's `host: `, `docker compose logs`' `trainer-1  | `,
-`mpirun --tag-output`'s `[1,0]<stdout>:` — or an envelope around it: docker's json-file driver
+`mpirun --tag-output`'s `[1,0]<stdout>:`, a quoted paste's `> ` — or an envelope around it: docker's json-file driver
 writes `{"log": "…\\n", "stream": …, "time": …}` per line, log shippers a `message`. The process's
 own line is inside; a traceback under a framing is still a traceback. No list of such tools is
 kept: a head is learned from the log, as the head every line shares in shape (digits as digits,
@@ -25,6 +25,8 @@ SHARE = 0.9  # of the sample's non-empty lines that must carry it (a wrapper's b
 MAX_TOKENS = 40
 _TOKEN = re.compile(r"\d+|[A-Za-z]+|[ \t]+|.")
 _ENDS = frozenset(" \t:|]>")  # a framing ends where the line it frames begins
+# a quoted paste: Markdown's (a reply in an issue thread quoting a log) and mail's `> `, nested `>> `
+_QUOTE = frozenset("> ")
 # a logger's level is the line's own (warnings are read from it): a framing ends before it
 _LEVELS = frozenset("TRACE DEBUG INFO WARN WARNING ERROR CRITICAL FATAL".split())
 
@@ -95,10 +97,12 @@ def learn(texts: list[str], known) -> Head | Envelope | None:
 
 
 def _head(lines: list[str], known, need: int) -> re.Pattern | None:
-    """The pattern of the head `need` of `lines` share, or None."""
+    """The pattern of the head `need` of `lines` share, or None: the longest that passes
+    `_framing`, else a shorter one (a quote mark shared, then `{'loss': ` shared by every quoted
+    metric line: the quote mark is the framing)."""
     tokens = [_shape(t) for t in lines]
     shapes = [sh + [" "] for sh, _ in tokens]  # a framed empty line ends where its blank would be
-    best = 0
+    found = []  # the heads' lengths, shortest first
     for k in range(1, MAX_TOKENS + 1):
         heads = Counter(tuple(s[:k]) for s in shapes if len(s) >= k)
         if not heads:
@@ -106,18 +110,25 @@ def _head(lines: list[str], known, need: int) -> re.Pattern | None:
         head, n = heads.most_common(1)[0]
         if n < need or head[-1] in _LEVELS:  # a framing ends before a logger's level
             break
-        if head[-1][0] in _ENDS and any(t in ("9", "a") for t in head):
-            best = k
+        if head[-1][0] in _ENDS and (any(t in ("9", "a") for t in head) or set(head) <= _QUOTE):
+            found.append(k)
             # where the playbook's prefixes (Ray's, a rank's, a logger's) begin, the process's own
             # line does: the framing ends there, with the blank that separates them
             if sum(known(t[ends[k - 1]:].lstrip(" \t")) > 0 for t, (_, ends) in zip(lines, tokens)
                    if len(ends) >= k) * 2 >= n:
                 blank = Counter(s[k] for s in shapes if len(s) > k and tuple(s[:k]) == head)
-                best += blank[" "] >= need
+                found[-1] += blank[" "] >= need
                 break
-    if not best:
-        return None
-    head = list(Counter(tuple(s[:best]) for s in shapes if len(s) >= best).most_common(1)[0][0])
+    for best in reversed(found):
+        head = list(Counter(tuple(s[:best]) for s in shapes if len(s) >= best).most_common(1)[0][0])
+        if (rx := _framing(head, lines, known, need)) is not None:
+            return rx
+    return None
+
+
+def _framing(head: list[str], lines: list[str], known, need: int) -> re.Pattern | None:
+    """The head's pattern if it frames the lines: lines follow it, the playbook's prefixes do not
+    already peel it, and peeled, more lines begin as a log's do."""
     rx = _regex(head, lines)
     carried = [(t, m.end()) for t in lines if (m := rx.match(t))]
     if (len(carried) < need or sum(end < len(t) for t, end in carried) * 2 < len(carried)  # lines follow it
@@ -126,7 +137,8 @@ def _head(lines: list[str], known, need: int) -> re.Pattern | None:
     # A framing hides how lines begin; peeled, more of them begin as a log's lines do (a traceback,
     # a frame, an exception, a prefix the playbook knows). A head that is the lines' own — `step:3 - `
     # on metric lines, `RuntimeError: ` repeated by ranks — hides nothing.
-    if sum(_begins(t[end:], known) for t, end in carried) <= sum(_begins(t, known) for t, _ in carried):
+    if (not set(head) <= _QUOTE  # a quote mark on every line is never the lines' own
+            and sum(_begins(t[end:], known) for t, end in carried) <= sum(_begins(t, known) for t, _ in carried)):
         return None
     return rx
 
