@@ -313,6 +313,22 @@ def test_an_error_logged_before_a_traceback_cut_short_is_what_its_exception_said
     assert verdict_of(pb, info)["root_cause"]["text"].startswith("Traceback (most recent call last): (cut short")
 
 
+def test_an_exception_pasted_above_its_traceback_cut_short_is_its_exception(pb):
+    """An issue's paste: the error first, then the traceback, cut before its exception line (the
+    blank after the colon lost, as some wrappers print it). The pasted line is the root cause, and
+    its message's family its category; a line of prose there is not."""
+    tb = ["Traceback (most recent call last):",
+          '  File "/srv/tinyrl/trainer.py", line 12, in build',
+          "    import tinyrl.kernels.fused_adam",
+          '  File "<frozen importlib._bootstrap>", line 1030, in _gcd_import']
+    for pasted in ("RuntimeError:No module named 'tinyrl.kernels.fused_adam'",
+                   "ImportError: No module named 'tinyrl.kernels.fused_adam'"):
+        rc = verdict_of(pb, [pasted, *tb])["root_cause"]
+        assert rc["text"].startswith(pasted) and rc["category"] == "version_incompat", rc
+    prose = verdict_of(pb, ["Here is what I got:", *tb])["root_cause"]
+    assert prose["text"].startswith("Traceback (most recent call last): (cut short")
+
+
 def test_a_traceback_head_printed_on_a_progress_bar_heads_the_frames_after_it(pb):
     """tqdm redraws its bar with `\r` and no newline: the driver's traceback starts on the
     worker's bar line. That line heads the frames that follow (another process's prefix or none);

@@ -18,7 +18,9 @@ FLOORS = {
     ("realworld", "realworld2"): {"stage": 0.90, "category": 0.90, "digest": 1.0, "chosen": 0.92},
     ("realworld3",): {"stage": 0.76, "category": 0.76, "digest": 0.92, "chosen": 0.84},  # 408: a silent start-up: other
     ("realworld4",): {"stage": 0.86, "category": 0.75, "digest": 1.0, "chosen": 0.92},
-    ("realworld5",): {"stage": 0.65, "category": 0.82, "digest": 0.96, "chosen": 0.68},
+    # 627: a run silent after vLLM's multi-line RuntimeWarning (`Failed to read commit hash:` / `No module
+    # named 'vllm._version'`): its last line's family is read as the silence's category (version_incompat)
+    ("realworld5",): {"stage": 0.65, "category": 0.79, "digest": 0.96, "chosen": 0.68},
     ("realworld6",): {"stage": 0.55, "category": 0.44, "digest": 1.0, "chosen": 0.66},
     # 829: a reward function missing the `solution` keyword, labelled version_incompat; 602 (realworld5),
     # the same message, data_format — the columns a trainer passes as keywords: the data's shape;
@@ -30,7 +32,7 @@ FLOORS = {
     ("realworld10",): {"stage": 0.68, "category": 0.68, "digest": 1.0, "chosen": 0.86},
     ("realworld11",): {"stage": 0.63, "category": 0.45, "digest": 1.0, "chosen": 0.72},
     ("realworld12",): {"stage": 0.66, "category": 0.76, "digest": 0.95, "chosen": 0.85},
-    ("realworld13",): {"stage": 0.75, "category": 0.43, "digest": 0.93, "chosen": 0.50},
+    ("realworld13",): {"stage": 0.87, "category": 0.50, "digest": 0.93, "chosen": 0.56},
     ("realworld14",): {"stage": 0.35, "category": 0.50, "digest": 0.90, "chosen": 0.60},
 }
 

@@ -214,6 +214,9 @@ CUT_SHORT = "cut|"  # the key prefix of a traceback's finding whose exception th
 # then traceback.print_exc(): NeMo-RL's `Error in VllmInternalWorkerExtension.update_weights…: …`;
 # vLLM's worker_base `Error executing method update_weight.`).
 LOGGED_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|(?:^|[\s\]])Error (?:in [\w.]+:|executing method \w+)")
+# The exception's own line put above its traceback (an issue's paste: the error first, then where
+# it came from), its blank after the colon sometimes lost (`RuntimeError:No module named …`).
+PASTED_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception))(?:\([\w.]+\))?: ?\S")
 
 
 def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
@@ -221,8 +224,8 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
     printed, a log cut, a paste cut short): the process was failing where its frames say — a
     crash there, its exception unknown; the innermost frame's statement is the last thing known
     of it. A stack dump (faulthandler's, innermost first) is a look at a live process, not a
-    failure. An error record logged just before the head (LOGGED_ERROR) is its message: the root
-    cause's text. Frames with no `Traceback` head count only where the log ends inside them (a paste
+    failure. An error record logged just before the head (LOGGED_ERROR), or the exception's own
+    line pasted there (PASTED_EXC), is its message: the root cause's text. Frames with no `Traceback` head count only where the log ends inside them (a paste
     that starts and stops within a traceback, not lines after them): in a running log they may
     be a printed stack; and they rank after any error the log shows in full (`downstream`): when
     that traceback's exception was raised, before or after the others, lies outside the window."""
@@ -235,8 +238,10 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
     said = _said(seg) if seg is not None and seg.frames else frames[-1]
     logged = blk.context[-1] if head is not None and head.no == blk.start_no and blk.context else ""
     logged = make_line(0, logged, pb.prefixes).text  # as the log's own lines read: no Ray or rank prefix
-    if LOGGED_ERROR.search(logged):  # the message of the exception the traceback no longer shows
-        text, category = f"{logged} (its traceback cut short after {said})", family(pb, "", logged)[0]
+    pasted = PASTED_EXC.match(logged)
+    if pasted or LOGGED_ERROR.search(logged):  # the message of the exception the traceback no longer shows
+        exc = pasted["type"] if pasted else ""
+        text, category = f"{logged} (its traceback cut short after {said})", family(pb, exc, logged)[0]
     else:
         text, category = f"{head.text if head else 'Traceback'} (cut short after {said})", "other"
     entries = [e for s in blk.segments for e in with_calls(pb, s.frames, s.code)]
