@@ -329,6 +329,16 @@ def test_an_exception_pasted_above_its_traceback_cut_short_is_its_exception(pb):
     assert prose["text"].startswith("Traceback (most recent call last): (cut short")
 
 
+def test_an_exception_message_that_starts_with_a_newline_is_read_whole(pb):
+    """`raise E(f"\\n{why}")`: Python prints `E: ` and the message on the next line — the root
+    cause is both, the message's family its category."""
+    code = "def load():\n    raise RuntimeError('\\nNPU out of memory. Tried to allocate 2.00 GiB')\nload()\n"
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stderr.splitlines()
+    assert err[-2:] == ["RuntimeError: ", "NPU out of memory. Tried to allocate 2.00 GiB"]  # as Python prints it
+    rc = verdict_of(pb, err)["root_cause"]
+    assert rc["text"] == "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB" and rc["category"] == "oom", rc
+
+
 def test_a_traceback_head_printed_on_a_progress_bar_heads_the_frames_after_it(pb):
     """tqdm redraws its bar with `\r` and no newline: the driver's traceback starts on the
     worker's bar line. That line heads the frames that follow (another process's prefix or none);

@@ -205,6 +205,13 @@ class BlockAssembler:
                 blk.state = "frames"
             self._add(blk, line)
             return [], True
+        seg = blk.segments[-1]
+        if seg.exc_no == blk.lines[-1].no and seg.exc_text.rstrip().endswith(":") and not is_exception_line(text):
+            # `Type:` alone: a message that starts with a newline (`raise E(f"\n{why}")`, a paste
+            # that wrapped it) goes on on the next line
+            seg.exc_text = f"{seg.exc_text.rstrip()} {text.strip()}"
+            self._add(blk, line)
+            return [], True
         m = is_exception_line(text)
         if m or matched or RAY_METHOD.search(text):
             if m and blk.state == "after_exc" and len(m.group("type")) > 2 and _looks_like_type(m.group("type")):

@@ -160,7 +160,8 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     else:
         line, sig = zone[0][0], _best(zone[0][1])
     exc = (seg.inner_type or seg.exc_type) if seg else ""
-    f = _make(pb, line.no, line.text, next(sg for ln, sg in zone if ln is line), sig, exc, {blk.proc},
+    text = seg.exc_text if seg is not None and line.no == seg.exc_no else line.text  # with a message it ran on to
+    f = _make(pb, line.no, text, next(sg for ln, sg in zone if ln is line), sig, exc, {blk.proc},
               max((ln.repeat for ln in blk.lines), default=1))
     if f.stage is None:
         # a remote task's failure with no traceback of its own (`RayTaskError(WorkerCrashedError):
