@@ -339,6 +339,28 @@ def test_an_exception_message_that_starts_with_a_newline_is_read_whole(pb):
     assert rc["text"] == "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB" and rc["category"] == "oom", rc
 
 
+def test_a_run_whose_last_words_retry_a_failed_request_hangs(pb):
+    """A client that retries says so (urllib3's, openai's, a framework's own notice): a run silent
+    after retrying the request that failed is stuck there, not dead; the same errors without
+    a retry, or a traceback that ended the retries, are a crash."""
+    def outcome(lines):
+        a = Analyzer(pb)
+        a.feed(("\n".join(lines) + "\n").encode(), ts=1000.0)
+        a.finish()
+        return a.verdict(now=1000.0 + 7200)["outcome"]
+    err = ("requests.exceptions.ConnectionError: HTTPConnectionPool(host='10.0.0.7', port=30000): Max retries "
+           "exceeded with url: /generate (Caused by NewConnectionError('Failed to establish a new connection'))")
+    for notice in ("Retrying request to /v1/chat/completions in 0.8 seconds",
+                   "WARNING Retrying (Retry(total=4, connect=None, read=None, redirect=None)) after connection broken",
+                   "retrying... (attempt 12/60, url=http://10.0.0.7:30000/generate)"):
+        assert outcome([err, notice, err, notice]) == "hang", notice
+    assert outcome([err, err]) == "crash"
+    gave_up = [err, "retrying... (attempt 60/60)", "Traceback (most recent call last):",
+               '  File "/srv/tinyrl/rollout.py", line 88, in post', "    raise RuntimeError(msg)",
+               "RuntimeError: gave up after 60 attempts: 503 Service Unavailable"]
+    assert outcome(gave_up) == "crash"
+
+
 def test_a_traceback_head_printed_on_a_progress_bar_heads_the_frames_after_it(pb):
     """tqdm redraws its bar with `\r` and no newline: the driver's traceback starts on the
     worker's bar line. That line heads the frames that follow (another process's prefix or none);

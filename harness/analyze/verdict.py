@@ -269,6 +269,24 @@ def silent_stage(an, top: int) -> int:
             or said_stage(an) or min(top + 1, len(STAGES)))
 
 
+def silent_past(an, now: float | None, top: int) -> bool:
+    """Whether the run has printed nothing for longer than the next stage's timeout."""
+    timeout = an.pb.timeouts.get(top + 1)
+    return bool(now is not None and an.last_ts is not None and timeout and now - an.last_ts > timeout)
+
+
+# A client that retries a failed request says so, whichever library: urllib3's `Retrying (Retry(total=…))
+# after connection broken`, the openai client's `Retrying request to /chat/completions in 0.4 seconds`,
+# tenacity's `Retrying … in N seconds`, a framework's own `retrying... (attempt 51/60)` (slime's
+# http_utils: tests/corpus/realworld13/1404). The error it retries did not end the run.
+RETRYING = re.compile(r"\b[Rr]etrying\b")
+
+
+def retrying(an) -> bool:
+    """Whether the run's last lines are a client retrying a request."""
+    return any(RETRYING.search(ln.text) for ln in _peeled(an)[-3:])
+
+
 def build_verdict(an, now: float | None) -> dict:
     findings = sorted(an.findings.values(), key=lambda f: f.line_no)
     healthy_update = an.last_healthy_update
@@ -285,12 +303,13 @@ def build_verdict(an, now: float | None) -> dict:
         floor = max(first_pass(an.reached, root.line_no), set_up([root.text])) if stage is None or root.guessed else 0
         failed = lifecycle_stage(stage, top, floor)
         lsp = top if outcome == "wrong_result" else min(top, failed - 1)
+        if outcome == "crash" and silent_past(an, now, top) and retrying(an):
+            outcome = "hang"  # its last word: a client retrying the request that failed, then nothing
     elif healthy_update is not None:
         outcome, lsp = "pass", top
     else:
         lsp = top
-        timeout = an.pb.timeouts.get(top + 1)
-        if now is not None and an.last_ts is not None and timeout and now - an.last_ts > timeout:
+        if silent_past(an, now, top):
             outcome, failed = "hang", silent_stage(an, max(top, set_up(an.tail)))
             root = silence(an, now - an.last_ts, failed)
         elif an.line_no == 0:
