@@ -361,6 +361,26 @@ def test_a_run_whose_last_words_retry_a_failed_request_hangs(pb):
     assert outcome(gave_up) == "crash"
 
 
+def test_a_python_warning_s_message_over_lines_is_no_error_of_a_silent_run(pb):
+    """warnings print `path:N: XWarning: message` and a message of several lines as it is: a run
+    silent after one is not read as the error its second line looks like, nor stopped there."""
+    code = ("import warnings\nprint('Downloading shards:   0%|          | 0/4 [00:00<?, ?it/s]', flush=True)\n"
+            "warnings.warn(\"Failed to read commit hash:\\nNo module named 'tinyrl._version'\", RuntimeWarning)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    lines = run.stdout.splitlines() + run.stderr.splitlines()
+    assert "No module named 'tinyrl._version'" in lines  # the message's second line, as Python prints it
+    a = Analyzer(pb)
+    a.feed(("\n".join(lines) + "\n").encode(), ts=1000.0)
+    a.finish()
+    v = a.verdict(now=1000.0 + 7200)
+    assert v["outcome"] == "hang" and v["root_cause"]["category"] != "version_incompat", v["root_cause"]
+    assert v["root_cause"]["text"].startswith("Downloading shards:"), v["root_cause"]
+    a = Analyzer(pb)  # the same line not a warning's: the error family it belongs to
+    a.feed((lines[0] + "\nModuleNotFoundError: No module named 'tinyrl._version'\n").encode(), ts=1000.0)
+    a.finish()
+    assert a.verdict(now=1000.0 + 7200)["root_cause"]["category"] == "version_incompat"
+
+
 def test_a_traceback_head_printed_on_a_progress_bar_heads_the_frames_after_it(pb):
     """tqdm redraws its bar with `\r` and no newline: the driver's traceback starts on the
     worker's bar line. That line heads the frames that follow (another process's prefix or none);

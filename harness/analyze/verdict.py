@@ -133,15 +133,40 @@ def _peeled(an) -> list:
 def _last_said(an) -> tuple[list[str], str, list[str]]:
     """A run's last lines (`_peeled`), the one that says most of them, and the error families they
     belong to (nearest the end first)."""
-    peeled = [ln.text for ln in _peeled(an)]
-    tail = peeled[-3:]
+    lines = _peeled(an)
+    tail = [ln.text for ln in lines[-3:]]
+    said = [ln.text for ln in _not_warned(lines)] or tail  # a warning says what went on, not where it stopped
     # A server's access-log line of a request it answered (uvicorn's `"GET /v1/models HTTP/1.1" 200 OK`,
     # as vLLM's and SGLang's OpenAI servers print it) says the server is fine: the waiting is in what
     # printed before it, whichever process happened to flush last.
-    waited = [t for t in peeled if not ANSWERED.search(t)]
-    last = waited[-1] if waited else (tail[-1] if tail else "")
-    cats = [c for c in (family(an.pb, "", ln)[0] for ln in reversed(tail)) if c != "other"]
+    waited = [t for t in said if not ANSWERED.search(t)]
+    last = waited[-1] if waited else (said[-1] if said else "")
+    cats = [c for c in (family(an.pb, "", t)[0] for t in reversed(said[-3:])) if c != "other"]
     return tail, last, cats
+
+
+# Python's warnings print `path:N: CategoryWarning: message` (warnings.formatwarning), a message of
+# several lines as it is, then the source line indented: vLLM's `connections.py:8: RuntimeWarning:
+# Failed to read commit hash:` goes on `No module named 'vllm._version'` (tests/corpus/realworld5/627).
+PY_WARNING = re.compile(r"^\S+?:\d+: \w*Warning: ")
+
+
+WARNING_LINES = 3  # the most lines a warning's message is taken to go on over
+
+
+def _not_warned(lines: list) -> list:
+    """`lines` without Python warnings and the lines their messages go on over (of the same
+    process, not indented, up to the warning's source line): a warning is no error's family."""
+    out, going = [], {}  # process -> lines its warning's message may still go on over
+    for ln in lines:
+        if PY_WARNING.match(ln.text):
+            going[ln.proc] = WARNING_LINES
+        elif going.get(ln.proc) and not ln.text.startswith((" ", "\t")):
+            going[ln.proc] -= 1
+        else:
+            going.pop(ln.proc, None)
+            out.append(ln)
+    return out
 
 
 def waits(an) -> list[str] | None:
