@@ -92,3 +92,18 @@ def test_the_line_after_a_dump_is_read_as_any_other():
     v = hung_verdict(dump + tb)
     rc = v["root_cause"]
     assert (v["outcome"], rc["text"], v["failed_stage"]) == ("crash", tb[-1], 6), rc
+
+
+@pytest.mark.skipif(not SPY.exists(), reason="py-spy is a test extra: pip install -e '.[test]'")
+def test_the_hang_evidence_says_where_each_process_waits_as_the_analyzer_reads_it(tmp_path):
+    """The evidence's line per process names the frame the analyzer roots the hang in and the
+    collective on the stack; a process with no stack, its kernel wait channel."""
+    from harness.remote.evidence import summary
+
+    dump = dump_of(tmp_path, "compute_ref_log_prob")
+    raw = ("== process 4242 state S cpu_ticks 0 hz 100 wchan futex_wait_queue\ncmd python fit.py\n" + dump +
+           "== process 4243 state D cpu_ticks 3 hz 100 wchan io_schedule\ncmd bash run.sh\n")
+    lines = summary(raw)
+    root = hung_verdict(dump.splitlines())["root_cause"]["text"]
+    assert lines[0].startswith(f"pid 4242 S 0.00s CPU/s in {root}, in the collective all_gather — python fit.py"), lines
+    assert lines[1] == "pid 4243 D 0.03s CPU/s kernel wait io_schedule — bash run.sh", lines

@@ -10,12 +10,9 @@ import re
 from .blocks import FRAME
 
 # The collectives proper (torch.distributed's ops and point-to-point calls, HCCL/NCCL's the same
-# names): a run whose processes wait in one hangs in a collective. COLLECTIVES also names the other
-# waits on other processes' work (a device synchronize, asyncio's wait_for, ray.get), which may
-# hang for any reason.
-_OPS = r"all_?reduce|gather|scatter|broadcast|barrier|all_?to_?all|\bi?recv\b|\bi?send\b"
-COLLECTIVE_OPS = re.compile(_OPS, re.I)
-COLLECTIVES = re.compile(_OPS + r"|synchronize|wait_for|\bget_objects\b", re.I)
+# names): a run whose processes wait in one hangs in a collective. Other waits on other processes'
+# work (a device synchronize, asyncio's wait_for, ray.get) may hang for any reason: not these.
+COLLECTIVE_OPS = re.compile(r"all_?reduce|gather|scatter|broadcast|barrier|all_?to_?all|\bi?recv\b|\bi?send\b", re.I)
 # Modules that only wait for another thread, process or peer: the standard library's, and
 # torch.distributed's collective entry points (c10d's and its logging wrapper).
 RELAY = re.compile(r"(?:^|/)(?:threading|queue|selectors|socket|subprocess)\.py$|/asyncio/|/concurrent/")

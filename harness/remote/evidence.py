@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from ..analyze.blocks import PYSPY_FRAME, PYSPY_HEAD
-from ..analyze.stacks import COLLECTIVE_OPS, COLLECTIVES, RELAY
+from ..analyze.stacks import COLLECTIVE_OPS, collective, waiting_frame
 from .procs import _vars, MEMBERS
 from .transport import Transport
 
@@ -43,8 +43,9 @@ _IN_COLLECTIVE = re.compile(r", in the collective (\S+)")
 
 
 def summary(raw: str) -> list[str]:
-    """One line per process: pid, state, CPU, where its main thread is, the collective on its
-    stack (or the kernel wait channel when there is no stack)."""
+    """One line per process: pid, state, CPU, where its main thread waits and the collective on its
+    stack, read as the analyzer reads a dump (analyze/stacks.py), or the kernel wait channel when
+    there is no stack."""
     out, cur = [], None
     for line in raw.splitlines():
         if m := _PROC.match(line):
@@ -57,17 +58,17 @@ def summary(raw: str) -> list[str]:
             cur["thread"] = cur["thread"] or t["name"] or ""
             cur["frames"].append(None)  # a thread boundary
         elif cur is not None and (f := PYSPY_FRAME.match(line)):
-            cur["frames"].append((f[1], f[2], f[3] or "?"))
+            cur["frames"].append(f'File "{f["path"]}", line {f["no"] or 0}, in {f["func"]}')
     lines = []
     for p in out:
         main = []
         for fr in p["frames"][1:]:  # the first thread's frames (py-spy lists the main thread first)
             if fr is None:
                 break
-            main.append(fr)
-        own = [fr for fr in main if not RELAY.search(fr[1])] or main  # past the stdlib's waiting
-        where = f"in {own[0][0]} ({own[0][1]}:{own[0][2]})" if own else f"kernel wait {p['wchan']}"
-        coll = next((fn for fn, _, _ in main if COLLECTIVES.search(fn)), None)
+            main.insert(0, fr)  # outermost first, as a traceback's
+        # the frame it waits in, past the standard library's and c10d's waiting; the collective proper
+        where = f"in {waiting_frame(main)}" if main else f"kernel wait {p['wchan']}"
+        coll = collective(main)
         lines.append(f"pid {p['pid']} {p['state']} {p['cpu']:.2f}s CPU/s {where}"
                      + (f", in the collective {coll}" if coll else "") + f" — {p['cmd'][:80]}")
     return lines
