@@ -226,7 +226,8 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
     crash there, its exception unknown; the innermost frame's statement is the last thing known
     of it. A stack dump (faulthandler's, innermost first) is a look at a live process, not a
     failure. An error record logged just before the head (LOGGED_ERROR), or the exception's own
-    line pasted there (PASTED_EXC), is its message: the root cause's text. Frames with no `Traceback` head count only where the log ends inside them (a paste
+    line pasted there (PASTED_EXC), is its message: the root cause's text. Frames with no
+    `Traceback` head count only where the log ends inside them (a paste
     that starts and stops within a traceback, not lines after them): in a running log they may
     be a printed stack; and they rank after any error the log shows in full (`downstream`): when
     that traceback's exception was raised, before or after the others, lies outside the window."""

@@ -1,10 +1,10 @@
 """A log's framing: a head that whatever collected the log put on every line — `docker logs -t`'s
 and `kubectl logs --timestamps`' RFC 3339 time, the container runtime's `… stdout F `, `srun
 --label`'s task number, pdsh's and clush's `host: `, `docker compose logs`' `trainer-1  | `,
-`mpirun --tag-output`'s `[1,0]<stdout>:`, a quoted paste's `> ` — or an envelope around it: docker's json-file driver
-writes `{"log": "…\\n", "stream": …, "time": …}` per line, log shippers a `message`. The process's
-own line is inside; a traceback under a framing is still a traceback. No list of such tools is
-kept: a head is learned from the log, as the head every line shares in shape (digits as digits,
+`mpirun --tag-output`'s `[1,0]<stdout>:`, a quoted paste's `> ` — or an envelope around it:
+docker's json-file driver writes `{"log": "…\\n", "stream": …, "time": …}` per line, log shippers a
+`message`. The process's own line is inside; a traceback under a framing is still a traceback.
+No list of such tools is kept: a head is learned from the log, as the head every line shares in shape (digits as digits,
 words as words), and peeled once from each line before the playbook's prefixes (Ray's, ranks',
 loggers') are; an envelope is a JSON object on every line with one text field.
 

@@ -149,14 +149,13 @@ def _last_said(an) -> tuple[list[str], str, list[str]]:
 # several lines as it is, then the source line indented: vLLM's `connections.py:8: RuntimeWarning:
 # Failed to read commit hash:` goes on `No module named 'vllm._version'` (tests/corpus/realworld5/627).
 PY_WARNING = re.compile(r"^\S+?:\d+: \w*Warning: ")
-
-
 WARNING_LINES = 3  # the most lines a warning's message is taken to go on over
 
 
 def _not_warned(lines: list) -> list:
     """`lines` without Python warnings and the lines their messages go on over (of the same
-    process, not indented, up to the warning's source line): a warning is no error's family."""
+    process, not indented, up to the warning's source line or WARNING_LINES): a warning is no
+    error's family."""
     out, going = [], {}  # process -> lines its warning's message may still go on over
     for ln in lines:
         if PY_WARNING.match(ln.text):

@@ -83,7 +83,8 @@ def run_session_fg(directory: Path, offline: bool, spec=None) -> None:
     fd = take_lock(directory)
     mark_holder(fd, os.getpid())
     try:
-        with SessionView(cli_console(ViewConsole), spec.budgets, on_lost=functools.partial(lose_terminal, directory)) as view:
+        lost = functools.partial(lose_terminal, directory)  # its terminal or pipe went away: on into controller.log
+        with SessionView(cli_console(ViewConsole), spec.budgets, on_lost=lost) as view:
             hung_up = functools.partial(view.lost, "the terminal hung up (SIGHUP)")
             asyncio.run(run_spec(spec, directory, offline=offline, ui=view,
                                  on_session=lambda s: install_stop(s, directory, on_hangup=hung_up)))
