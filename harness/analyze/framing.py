@@ -4,9 +4,10 @@ and `kubectl logs --timestamps`' RFC 3339 time, the container runtime's `… std
 `mpirun --tag-output`'s `[1,0]<stdout>:`, a quoted paste's `> ` — or an envelope around it:
 docker's json-file driver writes `{"log": "…\\n", "stream": …, "time": …}` per line, log shippers a
 `message`. The process's own line is inside; a traceback under a framing is still a traceback.
-No list of such tools is kept: a head is learned from the log, as the head every line shares in shape (digits as digits,
-words as words), and peeled once from each line before the playbook's prefixes (Ray's, ranks',
-loggers') are; an envelope is a JSON object on every line with one text field.
+No list of such tools is kept: a head is learned from the log, as the head every line shares in
+shape (digits as digits, words as words), and peeled once from each line before the playbook's
+prefixes (Ray's, ranks', loggers') are; an envelope is a JSON object on every line with one text
+field.
 
 Pure functions; the analyzer decides once, on the first lines of a log.
 """
