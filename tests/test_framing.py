@@ -83,6 +83,28 @@ def test_a_log_under_a_collector_s_head_reads_as_the_log_itself(pb, tool):
     assert essence(verdict(pb, framed(HEADS[tool], RUN))) == plain
 
 
+METRICS = "".join(f"{{'loss': 0.{i}, 'grad_norm': 0.3, 'learning_rate': 1e-06, 'reward': 0.5, 'epoch': 0.0{i}}}\n"
+                  for i in range(1, 6)) + "{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-06, 'reward': 0.5, 'epoch': 0.06}\n"
+
+
+@pytest.mark.parametrize("tool", sorted(HEADS))
+def test_a_log_of_metric_lines_only_under_a_head_reads_as_the_log_itself(pb, tool):
+    """A trainer that prints nothing but its metric dicts: peeled, every line begins as a line the
+    playbook reads (a metric line), so the head is the framing — not a run with no update."""
+    plain = essence(verdict(pb, METRICS))
+    assert plain[0] == "wrong_result" and plain[2] == 7, plain  # the update's NaN
+    assert essence(verdict(pb, framed(HEADS[tool], METRICS))) == plain
+
+
+def test_a_head_that_opens_what_it_does_not_close_is_the_lines_own(pb):
+    """Every JSON metric line of a log shares `{"loss": 0.` — a collector's head is whole, so the
+    timestamp before it is the framing, not the timestamp and the line's first key."""
+    lines = [f'2026-12-04T10:00:0{i}.{i}13Z {{"loss": 0.{i}, "grad_norm": 0.3, "reward": 0.5}}' for i in range(1, 9)]
+    a = Analyzer(pb)
+    a.feed(("\n".join(lines) + "\n").encode())
+    assert a.framing is not None and a.framing.split(lines[0])[1] == lines[0].split("Z ", 1)[1]
+
+
 def test_the_head_is_learned_as_a_followed_log_comes_in_pieces(pb):
     """A followed log learns its framing from what has come so far: from the second whole line
     on. (A first piece of one line is read before any framing can be known.)"""

@@ -60,6 +60,7 @@ class Analyzer:
         self.line_no = 0
         self.pending = b""
         self.framing = None  # the head every line of this log carries (framing.py)
+        self._said: dict[str, bool] = {}  # text -> whether the playbook reads it (`_reads`), while learning
         self._sample: bytes | None = b""  # the first lines it is learned from (None: learned)
         self.reached: dict[int, tuple[int, str]] = {}  # stage no -> (line no, evidence)
         self.entered: dict[int, int] = {}  # stage no -> line of its latest `during` marker
@@ -137,10 +138,19 @@ class Analyzer:
         lines = self._sample.split(b"\n", SAMPLE_LINES)
         whole = lines[:-1] if len(lines) > MIN_LINES else lines  # a line being written, only while it is needed
         self.framing = learn([clean(decode(x)) for x in whole[:SAMPLE_LINES]],
-                             lambda t: len(peel(t, self.pb.prefixes)[2]))
+                             lambda t: len(peel(t, self.pb.prefixes)[2]), self._reads)
         self.gate = self._gate()
         if len(lines) > SAMPLE_LINES or len(self._sample) > CHUNK_SAMPLE:
-            self._sample = None
+            self._sample, self._said = None, {}
+
+    def _reads(self, text: str) -> bool:
+        """Whether the playbook reads a line as it begins: a metric line, a stage marker (kept while
+        the framing is learned: a followed log learns it again as each piece comes)."""
+        if text not in self._said:
+            m = self.pb.match
+            found = m.scan(text)
+            self._said[text] = m.first("metric_line", text, found) is not None or bool(m.matches("marker", text, found))
+        return self._said[text]
 
     def finish(self) -> list[Event]:
         """The log ended: analyse a last partial line and close open tracebacks."""

@@ -82,10 +82,12 @@ def _field(text: str, key: str) -> str | None:
     return val if isinstance(val, str) and "\n" not in val.rstrip("\n") else None
 
 
-def learn(texts: list[str], known) -> Head | Envelope | None:
+def learn(texts: list[str], known, reads=None) -> Head | Envelope | None:
     """The framing of a log from its first lines (`texts`, cleaned), or None. `known(text)` says
     how many leading characters the playbook's own prefixes peel from a line: a head they peel
-    (a Ray prefix on every line of one actor's log, a logger's head) is theirs, not a framing."""
+    (a Ray prefix on every line of one actor's log, a logger's head) is theirs, not a framing.
+    `reads(text)` says whether the playbook reads the line as it begins (a metric line, a stage
+    marker): a log of metric lines under a collector's head begins as one once peeled."""
     lines = [t for t in texts if t.strip()]
     if len(lines) < MIN_LINES:
         return None
@@ -93,17 +95,17 @@ def learn(texts: list[str], known) -> Head | Envelope | None:
     for key in Envelope.KEYS:
         if sum(_field(t, key) is not None for t in lines) >= need:
             return Envelope(key)
-    rx = _head(lines, known, need)
+    rx = _head(lines, known, need, reads or (lambda t: False))
     return Head(rx) if rx is not None else None
 
 
-def _head(lines: list[str], known, need: int) -> re.Pattern | None:
-    """The pattern of the head `need` of `lines` share, or None: the longest that passes
-    `_framing`, else a shorter one (a quote mark shared, then `{'loss': ` shared by every quoted
-    metric line: the quote mark is the framing)."""
+def _head(lines: list[str], known, need: int, reads) -> re.Pattern | None:
+    """The pattern of the head `need` of `lines` share, or None: the longest whole one (`_balanced`)
+    that passes `_framing`, else a shorter one (a quote mark shared, then `{'loss': ` shared by every
+    quoted metric line: the quote mark is the framing)."""
     tokens = [_shape(t) for t in lines]
     shapes = [sh + [" "] for sh, _ in tokens]  # a framed empty line ends where its blank would be
-    found = []  # the heads' lengths, shortest first
+    found = []  # the candidate heads' lengths, shortest first
     for k in range(1, MAX_TOKENS + 1):
         heads = Counter(tuple(s[:k]) for s in shapes if len(s) >= k)
         if not heads:
@@ -122,12 +124,21 @@ def _head(lines: list[str], known, need: int) -> re.Pattern | None:
                 break
     for best in reversed(found):
         head = list(Counter(tuple(s[:best]) for s in shapes if len(s) >= best).most_common(1)[0][0])
-        if (rx := _framing(head, lines, known, need)) is not None:
+        if _balanced(head) and (rx := _framing(head, lines, known, need, reads)) is not None:
             return rx
     return None
 
 
-def _framing(head: list[str], lines: list[str], known, need: int) -> re.Pattern | None:
+def _balanced(head: list[str]) -> bool:
+    """Whether a head's brackets and quotes close: a collector's head is whole (`[1,0]<stdout>:`);
+    one that opens what it does not close cuts into the line's own words (`{"loss": 0.1, ` shared
+    by every metric line of a log)."""
+    text = "".join(head)
+    return all(text.count(a) == text.count(b) for a, b in ("[]", "()", "{}")) and \
+        text.count('"') % 2 == 0 and text.count("'") % 2 == 0
+
+
+def _framing(head: list[str], lines: list[str], known, need: int, reads) -> re.Pattern | None:
     """The head's pattern if it frames the lines: lines follow it, the playbook's prefixes do not
     already peel it, and peeled, more lines begin as a log's do."""
     rx = _regex(head, lines)
@@ -136,16 +147,17 @@ def _framing(head: list[str], lines: list[str], known, need: int) -> re.Pattern 
             or sum(known(t) >= end for t, end in carried) * 2 >= len(carried)):
         return None
     # A framing hides how lines begin; peeled, more of them begin as a log's lines do (a traceback,
-    # a frame, an exception, a prefix the playbook knows). A head that is the lines' own — `step:3 - `
-    # on metric lines, `RuntimeError: ` repeated by ranks — hides nothing.
-    if (not set(head) <= _QUOTE  # a quote mark on every line is never the lines' own
-            and sum(_begins(t[end:], known) for t, end in carried) <= sum(_begins(t, known) for t, _ in carried)):
+    # a frame, an exception, a prefix the playbook knows, a line it reads: a metric line). A head
+    # that is the lines' own — `step:3 - ` on metric lines, `RuntimeError: ` repeated by ranks —
+    # hides nothing; a quote mark on every line is never the lines' own.
+    if (not set(head) <= _QUOTE and sum(_begins(t[end:], known, reads) for t, end in carried)
+            <= sum(_begins(t, known, reads) for t, _ in carried)):
         return None
     return rx
 
 
-def _begins(text: str, known) -> bool:
-    return bool(TB_START.match(text) or FRAME.match(text) or LOOSE_EXC.match(text) or known(text) > 0)
+def _begins(text: str, known, reads) -> bool:
+    return bool(TB_START.match(text) or FRAME.match(text) or LOOSE_EXC.match(text) or known(text) > 0 or reads(text))
 
 
 def _regex(head: list[str], lines: list[str]) -> re.Pattern:
