@@ -105,6 +105,19 @@ def test_a_head_that_opens_what_it_does_not_close_is_the_lines_own(pb):
     assert a.framing is not None and a.framing.split(lines[0])[1] == lines[0].split("Z ", 1)[1]
 
 
+def test_a_head_with_no_blank_after_it_over_a_deep_traceback_keeps_the_lines_whole(pb):
+    """`mpirun --tag-output` puts no blank after its head; when nine lines in ten are a deep
+    traceback's indented frames, their indentation is theirs, not the head's: the unindented
+    lines (the error record, the exception) are framed too."""
+    frames = "".join(f'  File "/srv/tinyrl/layer{i}.py", line {i + 10}, in forward_{i}\n    return self.f{i}(x)\n'
+                     for i in range(15))
+    log = ("Error executing job with overrides: []\nTraceback (most recent call last):\n" + frames +
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB\n")
+    plain = essence(verdict(pb, log))
+    assert plain[0] == "crash" and plain[3] == "oom" and plain[4].startswith("torch.OutOfMemoryError"), plain
+    assert essence(verdict(pb, framed(HEADS["mpirun --tag-output"], log))) == plain
+
+
 def test_the_head_is_learned_as_a_followed_log_comes_in_pieces(pb):
     """A followed log learns its framing from what has come so far: from the second whole line
     on. (A first piece of one line is read before any framing can be known.)"""

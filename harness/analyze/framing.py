@@ -175,6 +175,10 @@ def _regex(head: list[str], lines: list[str]) -> re.Pattern:
             parts.append(re.escape(t))
     if parts[-1] is None:  # the separating blank: as wide as its narrowest occurrence
         stem = re.compile("".join(parts[:-1]))
-        widths = [len(t[m.end():]) - len(t[m.end():].lstrip(" \t")) for t in lines if (m := stem.match(t))]
-        parts[-1] = r"(?:[ \t]{%d}|$)" % max(1, min(widths, default=1))  # an empty line framed: no blank
+        widths = [len(t[m.end():]) - len(t[m.end():].lstrip(" \t")) for t in lines
+                  if (m := stem.match(t)) and t[m.end():].strip()]  # an empty line framed says nothing
+        # a line with none (`[1,0]<stdout>:Error …` among indented frames): the blank is the lines' own
+        # indentation, not the head's; an empty line framed may have lost its blank
+        width = min(widths, default=1)
+        parts[-1] = r"(?:[ \t]{%d}|$)" % width if width else ""
     return re.compile("".join(parts))
