@@ -144,18 +144,22 @@ class SessionView:
 
     def __call__(self, ev: dict, state) -> None:
         self.state = state
+        line = None
         if ev["type"] == "activity":
             self.doing = ev["text"]
-        elif (line := event_line(ev)) is not None:
-            try:
+        else:
+            line = event_line(ev)
+        try:
+            if line is not None:
                 self.console.print(line)
-            except OSError:  # nobody reads any more (a closed pipe, a dead terminal): the session goes on
-                if self.on_lost is None:
-                    raise
-                self.lost()
+            if self.live:
+                self.live.update(self.footer())
+        except OSError:  # nobody reads any more (a closed pipe, a dead terminal): the session goes on
+            if self.on_lost is None:
+                raise
+            self.lost()
+            if line is not None:
                 self.console.print(line)  # on the new console (the old one's buffer went with it)
-        if self.live:
-            self.live.update(self.footer())
 
     def lost(self, why: str = "the output could not be written (its reader went away)") -> None:
         """The terminal or pipe went away (a write failed, or SIGHUP): no footer any more, and plain
