@@ -401,9 +401,26 @@ def name_words(name: str) -> tuple[str, ...]:
     return tuple(w.lower() for part in re.split(r"[_\W]+", name) for w in _CAMEL.findall(part))
 
 
+def lemma(word: str) -> str:
+    """A word of a name in its singular (`rewards`, `trajectories`, `log_probs` → `reward`,
+    `trajectory`, `prob`): code names the same work in either number (`update_weight` and
+    `update_weights`, `compute_reward` and `compute_rewards`); `loss`, `status` stay."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def _in_number(words: tuple[str, ...]) -> tuple[str, ...]:
+    """A phrase of several words as `lemma`s (the same work in either number); a single word as
+    written: alone, its number is what it says (`values`, a critic's, not any `return_value`)."""
+    return tuple(map(lemma, words)) if len(words) > 1 else words
+
+
 def compile_playbook(pb: PlaybookFile, origins: dict[str, str] | None = None) -> Playbook:
     stage_no = {s: i + 1 for i, s in enumerate(STAGES)}
-    stage_words = sorted(((name_words(w), stage_no[sw.stage], "weak" if sw.weak else "loop" if sw.loop else "")
+    stage_words = sorted(((_in_number(name_words(w)), stage_no[sw.stage], "weak" if sw.weak else "loop" if sw.loop else "")
                           for sw in pb.stage_words for w in sw.words), key=lambda x: -len(x[0]))
     return Playbook(
         source=pb,

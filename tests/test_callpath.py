@@ -282,6 +282,47 @@ def test_a_traceback_cut_short_is_a_crash_where_its_frames_are(pb):
     assert verdict_of(pb, dump)["root_cause"] is None
 
 
+def test_a_traceback_cut_short_names_the_frame_of_the_work_it_was_in(pb):
+    """Cut short inside a library (a decorator's relay, then a tensor library's internals): the
+    root cause says where in the program's work it was too, the innermost frame whose function
+    or `with` manager names a stage's work — not only the library line it stopped at."""
+    cut = ["Traceback (most recent call last):",
+           '  File "/srv/tinyrl/workers.py", line 210, in step',
+           "    batch = self.sample(prompts)",
+           '  File "/srv/tinyrl/workers.py", line 233, in sample',
+           "    with self.weight_sync_manager:",
+           '  File "/srv/tinyrl/util/timing.py", line 18, in wrapper',
+           "    return fn(*args, **kwargs)",
+           '  File "/venv/lib/python3.11/site-packages/tensorlib/dist.py", line 586, in gather_full',
+           "    out = _all_gather(self._shards)"]
+    v = verdict_of(pb, cut)
+    text = v["root_cause"]["text"]
+    assert v["failed_stage"] == 2, text
+    assert 'in gather_full: out = _all_gather(self._shards), in File "/srv/tinyrl/workers.py", line 233, ' \
+           "in sample: with self.weight_sync_manager:" in text
+    # cut short in the frame that names the work: nothing more to say
+    own = verdict_of(pb, cut[:5])["root_cause"]["text"]
+    assert own.endswith('(cut short after File "/srv/tinyrl/workers.py", line 233, in sample: '
+                        "with self.weight_sync_manager:)"), own
+
+
+@pytest.mark.parametrize("func", ["weight_update", "update_weights", "start_weights_update",
+                                  "advantages_compute", "compute_rewards"])
+def test_a_phrase_of_the_stage_words_in_either_order_and_number(pb, func):
+    """Code names the same work verb first or last, in the singular or the plural:
+    `weight_update` is `update_weight`'s; `compute_rewards` a reward's. A single word keeps its
+    number: `return_value` is no critic's `values`."""
+    stage = {"weight_update": 2, "update_weights": 2, "start_weights_update": 2, "advantages_compute": 6,
+             "compute_rewards": 5}[func]
+    log = ["Traceback (most recent call last):",
+           f'  File "/srv/tinyrl/engine.py", line 9, in {func}',
+           "    self.table[key] = tensor",
+           "RuntimeError: table is locked"]
+    assert stage_of(pb, log)[0] == stage
+    plain = [log[0], '  File "/srv/tinyrl/engine.py", line 9, in return_value', *log[2:]]
+    assert stage_of(pb, plain)[0] == 1
+
+
 def _logged_exception(level: str) -> list[str]:
     """What Python's logging prints for `logger.exception` (or `logger.info(…, exc_info=True)`)."""
     buf = io.StringIO()

@@ -20,7 +20,7 @@ import builtins
 import re
 
 from ..chain import STAGE_NO
-from ..playbook import Playbook, name_words
+from ..playbook import Playbook, lemma, name_words
 from .blocks import FRAME
 
 
@@ -95,8 +95,10 @@ def with_calls(pb: Playbook, frames: list[str], code: dict[int, str]) -> list[st
 def _stage(pb: Playbook, words: tuple[str, ...]) -> tuple[int, str] | None:
     """(stage, kind: "", "weak" or "loop") of the longest phrase in `words` (phrases are sorted
     longest first): `actor_rollout_init_model` is set-up (init_model), not a rollout."""
+    lemmas = tuple(map(lemma, words))
     for phrase, stage, kind in pb.stage_words:
-        if (words == phrase) if kind == "loop" else _contains(words, phrase):  # a loop's name is the whole name
+        mine = lemmas if len(phrase) > 1 else words  # a phrase's words in either number (`_in_number`)
+        if (mine == phrase) if kind == "loop" else _contains(mine, phrase):  # a loop's name is the whole name
             return stage, kind
     return None
 
@@ -131,8 +133,11 @@ def _verb(pb: Playbook, word: str) -> str:
 
 
 def _contains(words: tuple[str, ...], phrase: tuple[str, ...]) -> bool:
-    n = len(phrase)
-    return any(words[i:i + n] == phrase for i in range(len(words) - n + 1))
+    """Whether `phrase`'s words stand together in `words`, in either order: code names an
+    action verb first or last (`update_weights`, `weight_update`; `compute_advantage`,
+    `advantage_compute`)."""
+    n, key = len(phrase), sorted(phrase)
+    return any(sorted(words[i:i + n]) == key for i in range(len(words) - n + 1))
 
 
 SETUP_VERBS = ("init", "initialize", "build", "create", "construct", "setup", "set")  # `_build_rollout` sets up
@@ -161,6 +166,18 @@ def _entry_stage(pb: Playbook, entry: str) -> tuple[int, int] | None:
                 continue
             return stage, SETUP if kind == "weak" else (STRONG if i == 0 else MODULE)
     return setup or loop
+
+
+def naming_frame(pb: Playbook, frames: list[str], code: dict[int, str]) -> int | None:
+    """The index of the innermost frame (outermost first) whose function — or a `with` line's
+    manager, whose __enter__ the frames inside it run — names a stage's work by its own words:
+    where in the program's work a traceback cut short before its exception was (the frames
+    inside it relay the call, a profiler's wrapper, a library's internals)."""
+    for i in range(len(frames) - 1, -1, -1):
+        names = [frames[i]] + (calls(code[i]) if i in code and WITH.match(code[i]) else [])
+        if any((found := _entry_stage(pb, n)) is not None and found[1] == STRONG for n in names):
+            return i
+    return None
 
 
 def _running(entries: list[str]) -> list[bool]:

@@ -11,7 +11,7 @@ from ..chain import STAGE_NO
 from ..playbook import MetricRule, Playbook, Signature
 from ..redact import redact
 from .blocks import FRAME, RAY_METHOD, Block
-from .callpath import LOOP, STRONG, confined_stage, named_stage, path_level, path_stage, sets_up, with_calls
+from .callpath import LOOP, STRONG, confined_stage, named_stage, naming_frame, path_level, path_stage, sets_up, with_calls
 from .lines import Line, canonical, make_line
 
 ROLE_ORDER = {"cause": 0, "downstream": 1, "wrapper": 2}
@@ -174,7 +174,7 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
             after = blk.segments[blk.segments.index(seg) + 1:]
             named += [e for s in after if not s.exc_text for e in with_calls(pb, s.frames, s.code)]
             if after and not any(s.exc_text for s in after) and after[-1].frames:  # and stop before their exception
-                f.text = f"{f.text} (its traceback cut short after {_said(after[-1])})"
+                f.text = f"{f.text} (its traceback cut short after {_said(after[-1], pb)})"
         _place_in(f, pb, blk, seg, exc, line.text,
                   named + callee(seg.exc_text if seg else line.text) + failed_call(line.text))
     elif f.stage == START:
@@ -237,7 +237,7 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
     inside = blk.at_end and not blk.gap and len(frames) > 1 and all(", in " in fr for fr in frames)
     if blk.innermost_first or not frames or (head is None and not inside):
         return None
-    said = _said(seg) if seg is not None and seg.frames else frames[-1]
+    said = _said(seg, pb) if seg is not None and seg.frames else frames[-1]
     logged = blk.context[-1] if head is not None and head.no == blk.start_no and blk.context else ""
     logged = make_line(0, logged, pb.prefixes).text  # as the log's own lines read: no Ray or rank prefix
     pasted = PASTED_EXC.search(logged)  # (after whatever framing the log's lines carry)
@@ -254,10 +254,15 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
     return f
 
 
-def _said(seg) -> str:
-    """Where a segment's frames stop: its innermost frame and the statement printed under it."""
-    code = seg.code.get(len(seg.frames) - 1, "")
-    return f"{seg.frames[-1]}: {code}" if code else seg.frames[-1]
+def _said(seg, pb: Playbook | None = None) -> str:
+    """Where a segment's frames stop: its innermost frame and the statement printed under it;
+    with `pb`, and the frame of the program's work it was in (`naming_frame`) when that is another."""
+    def at(i: int) -> str:
+        code = seg.code.get(i, "")
+        return f"{seg.frames[i].strip()}: {code}" if code else seg.frames[i].strip()
+    inner = len(seg.frames) - 1
+    work = naming_frame(pb, seg.frames, seg.code) if pb is not None else None
+    return at(inner) if work in (None, inner) else f"{at(inner)}, in {at(work)}"
 
 
 # The function a call failed to enter, named by the interpreter's argument errors (CPython
