@@ -323,6 +323,26 @@ def test_a_phrase_of_the_stage_words_in_either_order_and_number(pb, func):
     assert stage_of(pb, plain)[0] == 1
 
 
+@pytest.mark.parametrize("last, said", [
+    (["Last error:", "socketStartConnect: Connect to 10.1.1.2<35871> failed : Software caused connection abort"],
+     "(last error: socketStartConnect: Connect to 10.1.1.2<35871> failed : Software caused connection abort)"),
+    (["Last error: Unknown NCCL Error"], None)])
+def test_the_collective_librarys_last_error_is_part_of_the_root_cause(pb, last, said):
+    """torch's c10d prints NCCL's own account of a failed call under its interpretation of the
+    result code (`Last error:` then the line): the most specific words about the failure."""
+    log = ["Traceback (most recent call last):",
+           '  File "/srv/tinyrl/comm.py", line 30, in build_group',
+           "    dist.barrier(group=group)",
+           "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, "
+           "remote process exited or there was a network error, NCCL version 2.21.5",
+           "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.",
+           *last,
+           "[rank0]:[W1204 10:00:00.000000000 ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group has NOT been destroyed"]
+    text = verdict_of(pb, log)["root_cause"]["text"]
+    assert text.startswith("torch.distributed.DistBackendError: NCCL error in: "), text
+    assert text.endswith(said or "NCCL version 2.21.5"), text
+
+
 def _logged_exception(level: str) -> list[str]:
     """What Python's logging prints for `logger.exception` (or `logger.info(…, exc_info=True)`)."""
     buf = io.StringIO()

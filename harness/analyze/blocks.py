@@ -17,6 +17,12 @@ from .lines import Line
 # recent call first):` with frames `File "…", line N in f`, innermost first).
 TB_START = re.compile(r"^\s*(?:(?:Original )?Traceback \(most recent call last\)|(?:Current thread \w+ )?"
                       r"(?:Stack|Thread \w+) \(most recent call first\)):")
+# torch's c10d puts NCCL's own account of a failed call under its interpretation of the result code
+# (NCCLUtils getNcclErrorDetailStr: `"\nLast error:\n" + ncclGetLastError(NULL)`, so a
+# DistBackendError reads `… unhandled cuda error …`, `ncclUnhandledCudaError: Call to CUDA function
+# failed.`, `Last error:`, `Cuda failure 1 'invalid argument'`); the forks for other collective
+# libraries print the same (`Last error: Unknown NCCL Error` when there is none).
+LAST_ERROR = re.compile(r"^Last error:\s*(?P<said>.*?)\s*$")
 # loguru's tracebacks (`backtrace=True`, its default for logger.exception and @logger.catch) mark the
 # frame where the exception was caught with `> ` at column 0: `> File "…", line N, in f`.
 FRAME = re.compile(r'^\s*(?:> )?File "([^"]*)", line (\d+),? in (\S+)')
@@ -204,6 +210,9 @@ class BlockAssembler:
             if FRAME.match(text):
                 blk.state = "frames"
             self._add(blk, line)
+            return [], True
+        if LAST_ERROR.match(text) or (LAST_ERROR.match(blk.lines[-1].text) and not is_exception_line(text)):
+            self._add(blk, line)  # the collective library's own account of the error, and its line
             return [], True
         seg = blk.segments[-1]
         if seg.exc_no == blk.lines[-1].no and seg.exc_text.rstrip().endswith(":") and not is_exception_line(text):

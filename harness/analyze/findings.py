@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ..chain import STAGE_NO
 from ..playbook import MetricRule, Playbook, Signature
 from ..redact import redact
-from .blocks import FRAME, RAY_METHOD, Block
+from .blocks import FRAME, LAST_ERROR, RAY_METHOD, Block
 from .callpath import LOOP, STRONG, confined_stage, named_stage, naming_frame, path_level, path_stage, sets_up, with_calls
 from .lines import Line, canonical, make_line
 
@@ -161,6 +161,8 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
         line, sig = zone[0][0], _best(zone[0][1])
     exc = (seg.inner_type or seg.exc_type) if seg else ""
     text = seg.exc_text if seg is not None and line.no == seg.exc_no else line.text  # with a message it ran on to
+    if (detail := last_error([ln for ln in blk.lines if line.no < ln.no <= line.no + 4])) and detail not in text:
+        text = f"{text} (last error: {detail})"
     f = _make(pb, line.no, text, next(sg for ln, sg in zone if ln is line), sig, exc, {blk.proc},
               max((ln.repeat for ln in blk.lines), default=1))
     if f.stage is None:
@@ -218,6 +220,16 @@ LOGGED_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|(?:^|[\s\]])Error (?:in
 # The exception's own line put above its traceback (an issue's paste: the error first, then where
 # it came from), its blank after the colon sometimes lost (`RuntimeError:No module named …`).
 PASTED_EXC = re.compile(r"(?:^|\s)(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception))(?:\([\w.]+\))?: ?\S")
+
+
+def last_error(lines: list) -> str:
+    """The collective library's last error among the lines just after an exception's (its
+    message's others): the line after `Last error:` (or the rest of that line), the most specific."""
+    for i, ln in enumerate(lines):
+        if (m := LAST_ERROR.match(ln.text.strip())) is not None:
+            said = m["said"] or (lines[i + 1].text.strip() if i + 1 < len(lines) else "")
+            return "" if said.startswith("Unknown") else said
+    return ""
 
 
 def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
