@@ -6,10 +6,15 @@ is the same stage, category and root cause."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
+from harness.analyze import analyze_file
+from harness.playbook import load_playbook
 from test_minichain import processes_of
 from test_minichain_faults import FAULTS, HANG_LIMIT, TARGET, analyse, run, run_patched
 from test_minichain_more import LIMIT, MORE, MORE_FAULTS, got
@@ -64,3 +69,53 @@ def test_a_fault_of_our_own_breaks_the_ray_mode_as_it_breaks_the_plain_one(on_ra
     assert got(verdict) == (outcome, stage, category), (verdict["root_cause"], log.read_text()[-3000:])
     assert re.search(text, verdict["root_cause"]["text"]), verdict["root_cause"]
     assert (code is None) == (outcome == "hang") and processes_of(work) == []
+
+
+OWNER_DIES = """
+import time
+
+import ray
+
+ray.init()
+
+
+@ray.remote
+class Child:
+    def ping(self):
+        return "pong"
+
+
+@ray.remote
+class Owner:
+    def make(self):
+        self.child = Child.remote()  # owned by this actor: it dies with it
+        ray.get(self.child.ping.remote())
+        return [self.child]
+
+
+owner = Owner.remote()
+child = ray.get(owner.make.remote())[0]
+ray.kill(owner)
+print("owner killed", flush=True)
+for _ in range(240):  # the GCS kills the child once it learns its owner died
+    ray.get(child.ping.remote())
+    time.sleep(0.25)
+"""
+
+
+def test_an_actor_whose_owner_died_is_rooted_in_rays_own_death_cause(on_ray, tmp_path):
+    """Ray's ActorDiedError for an actor whose owner died: the error, its tab-indented fields, then
+    at column 0 the death cause Ray's GCS wrote — the line that says why (not the wrapper)."""
+    script = tmp_path / "owner_dies.py"
+    script.write_text(OWNER_DIES)
+    log = tmp_path / "run.log"
+    env = {k: v for k, v in os.environ.items()} | on_ray
+    with log.open("w") as out:
+        code = subprocess.run([sys.executable, str(script)], stdout=out, stderr=subprocess.STDOUT, env=env,
+                              timeout=240).returncode
+    text = log.read_text(errors="replace")
+    assert code != 0 and "ActorDiedError" in text, text[-3000:]
+    verdict, _ = analyze_file(log, playbook=load_playbook("ray"))
+    assert verdict["outcome"] == "crash"
+    assert verdict["root_cause"]["text"].startswith("The actor is dead because its owner has died"), \
+        (verdict["root_cause"], text[-3000:])
