@@ -374,6 +374,43 @@ def test_an_error_logged_before_a_traceback_cut_short_is_what_its_exception_said
     assert verdict_of(pb, info)["root_cause"]["text"].startswith("Traceback (most recent call last): (cut short")
 
 
+def _engine_fatal(head: str) -> list[str]:
+    """What an inference engine's logger prints for `logger.exception(...)` when its formatter
+    repeats the record's prefix on every line (vLLM's NewLineFormatter: `LEVEL MM-DD HH:MM:SS
+    [file.py:N] `), each line under the process's `head`."""
+    class NewLine(logging.Formatter):
+        def format(self, record):
+            msg = super().format(record)
+            return msg.replace("\n", "\n" + msg.split(record.message)[0]) if record.message else msg
+
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    handler.setFormatter(NewLine("%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] %(message)s", "%m-%d %H:%M:%S"))
+    log = logging.getLogger("tinyrl.engine.core")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        {}["kv_cache"]["x"]
+    except KeyError:
+        log.exception("EngineCore encountered a fatal error.")
+    finally:
+        log.removeHandler(handler)
+    return [f"{head}{ln}" for ln in buf.getvalue().splitlines()]
+
+
+@pytest.mark.parametrize("head", ["(EngineCore_DP0 pid=4242) ", "[Srv pid=7] [Core pid=8] "])
+def test_an_error_record_whose_level_is_in_a_peeled_prefix_says_what_a_cut_traceback_was(pb, head):
+    """The record's level in the logger's prefix (peeled as vLLM's; or left on the line under a
+    head the analyzer does not know, the frames printed bare, so that the traceback's head reads
+    glued to the record's prefix): the record before the traceback cut short is its error, as
+    when the level is in the text."""
+    cut = _engine_fatal(head)[:-1]  # the exception line lost
+    if head.startswith("["):
+        cut = cut[:2] + [ln.split("] ", 2)[2] for ln in cut[2:]]
+    text = verdict_of(pb, cut)["root_cause"]["text"]
+    assert "EngineCore encountered a fatal error. (its traceback cut short after" in text, text
+
+
 def test_an_exception_pasted_above_its_traceback_cut_short_is_its_exception(pb):
     """An issue's paste: the error first, then the traceback, cut before its exception line (the
     blank after the colon lost, as some wrappers print it). The pasted line is the root cause, and

@@ -243,8 +243,9 @@ class Analyzer:
                 self._add_finding(finding_from_line(line, sigs, self.pb, self.context))
             elif warning:
                 self._warning(line)
-        elif line.proc in self.blocks.open and self.blocks.open[line.proc].start_no == line.no:
-            self.blocks.open[line.proc].context = self.context
+        elif (blk := self.blocks.open.get(line.proc)) is not None and line.no - 1 <= blk.start_no <= line.no \
+                and not blk.context:  # a block opened by this line, or by the head glued to the line before
+            blk.context = self.context[:len(self.context) - (line.no - blk.start_no)]
         self._keep(as_shown(line))
 
     def _in_dict(self, line: Line) -> bool:

@@ -217,6 +217,7 @@ CUT_SHORT = "cut|"  # the key prefix of a traceback's finding whose exception th
 # then traceback.print_exc(): NeMo-RL's `Error in VllmInternalWorkerExtension.update_weights…: …`;
 # vLLM's worker_base `Error executing method update_weight.`).
 LOGGED_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|(?:^|[\s\]])Error (?:in [\w.]+:|executing method \w+)")
+LEVEL_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
 # The exception's own line put above its traceback (an issue's paste: the error first, then where
 # it came from), its blank after the colon sometimes lost (`RuntimeError:No module named …`).
 PASTED_EXC = re.compile(r"(?:^|\s)(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception))(?:\([\w.]+\))?: ?\S")
@@ -251,9 +252,11 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
         return None
     said = _said(seg, pb) if seg is not None and seg.frames else frames[-1]
     logged = blk.context[-1] if head is not None and head.no == blk.start_no and blk.context else ""
-    logged = make_line(0, logged, pb.prefixes).text  # as the log's own lines read: no Ray or rank prefix
+    record = make_line(0, logged, pb.prefixes)
+    logged = record.text  # as the log's own lines read: no Ray or rank prefix
     pasted = PASTED_EXC.search(logged)  # (after whatever framing the log's lines carry)
-    if pasted or LOGGED_ERROR.search(logged):  # the message of the exception the traceback no longer shows
+    # the level may be in the logger's prefix, peeled (vLLM's `ERROR 12-18 15:51:23 [core.py:710] `)
+    if pasted or LOGGED_ERROR.search(logged) or LEVEL_ERROR.search(record.prefix):
         exc = pasted["type"] if pasted else ""
         text, category = f"{logged} (its traceback cut short after {said})", family(pb, exc, logged)[0]
     else:
