@@ -584,6 +584,32 @@ def test_health_is_checked_over_the_whole_run_not_the_first_update():
             (v["root_cause"]["signature"], "wrong_result", stage), (bad, v["root_cause"])
 
 
+def _nemo_rl_steps(losses: list) -> str:
+    """Steps as NeMo-RL's grpo_train prints them: its phase banners, then the step's results one
+    bullet a line, then its timing."""
+    out = []
+    for i, loss in enumerate(losses, 1):
+        out += [f"========================= Step {i}/{len(losses)} =========================",
+                "▶ Preparing batch...", "▶ Generating responses for batch of size 64...",
+                "▶ Processing rewards...", "▶ Computing advantages...", "▶ Preparing for logprob inference...",
+                "▶ Training policy...", "", "📊 Training Results:", f"  • Loss: {loss}",
+                "  • Generation KL Error: 0.0011", f"  • Avg Reward: {0.25 + 0.01 * i:.4f}",
+                "  • Mean Generation Length: 512.2500", "", "⏱️  Timing:", "  • Total step time: 41.20s"]
+    return "\n".join(out) + "\n"
+
+
+def test_nemo_rl_results_are_checked_over_the_whole_run():
+    """NeMo-RL prints a step's loss and reward one bullet a line: a NaN loss at a later step, after
+    healthy ones, is a wrong result of the update; the healthy steps pass."""
+    pb = load_playbook(None)
+    healthy = [f"{0.0123 - 0.001 * (i % 3):.4f}" for i in range(6)]
+    assert run(pb, _nemo_rl_steps(healthy))[0]["outcome"] == "pass"
+    v, _ = run(pb, _nemo_rl_steps(healthy + ["nan"] + healthy[:2]))
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["signature"]) == \
+        ("wrong_result", 7, "loss_nonfinite"), v["root_cause"]
+    assert v["root_cause"]["text"].strip() == "• Loss: nan"
+
+
 def test_a_runtime_warning_alone_does_not_make_a_finished_run_a_crash():
     pb = load_playbook("verl")
     log = _verl_steps([HEALTHY] * 3) + \
