@@ -110,11 +110,18 @@ class StageWords(_Model):
     matches consecutive words. The longest phrase of the innermost name that has one wins."""
 
     id: str
-    stage: Stage
+    stage: Stage | None = None  # none: a mechanism every stage uses (`neutral`)
     words: list[str] = Field(min_length=1)
     weak: bool = False  # set-up words: they count only when no other stage word is on the path
     loop: bool = False  # the training loop's own functions: they count only when nothing else names a stage
+    neutral: bool = False  # a name of no stage's work, though a shorter phrase in it names one: the caller says
     evidence: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _staged(self):
+        if (self.stage is None) != self.neutral:
+            raise ValueError("a stage word names its stage, a neutral one none")
+        return self
 
 
 class CategoryFamily(Pattern):
@@ -370,7 +377,7 @@ class Playbook:
     prefixes: list[re.Pattern]
     match: Matchers  # groups: marker -> (stage no, Pattern), signature, noise, metric_line
     stage_hints: list[tuple[StageHint, re.Pattern]]
-    stage_words: list[tuple[tuple[str, ...], int, str]] = field(default_factory=list)  # phrase, stage, kind ("", weak, loop); longest first
+    stage_words: list[tuple[tuple[str, ...], int | None, str]] = field(default_factory=list)  # phrase, stage, kind ("", weak, loop, neutral); longest first
     stage_vocab: frozenset[str] = frozenset()  # every word of the stage words' phrases
     plumbing: re.Pattern | None = None
     categories: list[tuple[str, re.Pattern, int | None]] = field(default_factory=list)  # category, regex, stage
@@ -420,7 +427,8 @@ def _in_number(words: tuple[str, ...]) -> tuple[str, ...]:
 
 def compile_playbook(pb: PlaybookFile, origins: dict[str, str] | None = None) -> Playbook:
     stage_no = {s: i + 1 for i, s in enumerate(STAGES)}
-    stage_words = sorted(((_in_number(name_words(w)), stage_no[sw.stage], "weak" if sw.weak else "loop" if sw.loop else "")
+    stage_words = sorted(((_in_number(name_words(w)), stage_no[sw.stage] if sw.stage else None,
+                           "weak" if sw.weak else "loop" if sw.loop else "neutral" if sw.neutral else "")
                           for sw in pb.stage_words for w in sw.words), key=lambda x: -len(x[0]))
     return Playbook(
         source=pb,

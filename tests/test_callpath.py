@@ -343,6 +343,26 @@ def test_the_collective_librarys_last_error_is_part_of_the_root_cause(pb, last, 
     assert text.endswith(said or "NCCL version 2.21.5"), text
 
 
+@pytest.mark.parametrize("caller, inner, stage", [
+    ("compute_log_prob", "forward_step", 6),  # a forward-only pass: log-probs
+    ("compute_values", "forward_step", 6),
+    ("train_one_step", "finalize_model_grads", 7)])  # the update: its gradients' all-reduce
+def test_a_forward_backward_schedule_names_no_stage_its_caller_does(pb, caller, inner, stage):
+    """Megatron's schedules run both the forward-only passes of log-probs and values and the
+    update's forward and backward: `forward_backward_*` is no `backward`'s update, the caller
+    (or what the schedule ran) names the work."""
+    log = ["Traceback (most recent call last):",
+           f'  File "/srv/tinyrl/megatron_worker.py", line 88, in {caller}',
+           "    out = self.forward_backward_batch(batch, forward_only=True)",
+           '  File "/srv/tinyrl/megatron_worker.py", line 140, in forward_backward_batch',
+           "    return forward_backward_func(forward_step_func=self.step_fn, data_iterator=it, model=self.model)",
+           '  File "/venv/lib/python3.11/site-packages/megatron/core/pipeline_parallel/schedules.py", line 480, '
+           "in forward_backward_no_pipelining",
+           f"    {inner}(config)",
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    assert stage_of(pb, log)[0] == stage
+
+
 def _logged_exception(level: str) -> list[str]:
     """What Python's logging prints for `logger.exception` (or `logger.info(…, exc_info=True)`)."""
     buf = io.StringIO()

@@ -51,6 +51,14 @@ def test_a_metric_bound_goes_with_its_rule(tmp_path):
     assert read_file(write(tmp_path, "m", rule.format(when="above", extra=", limit: 3"))).metric_rules[0].limit == 3
 
 
+def test_a_stage_word_names_its_stage_and_a_neutral_one_none(tmp_path):
+    words = "name: w\nstage_words:\n  - {{id: s, words: [forward_backward], evidence: t{extra}}}\n"
+    for extra in ["", ", neutral: true, stage: actor_update"]:
+        with pytest.raises(PlaybookError, match=r"w.yaml:3: stage_words.0.*neutral one none"):
+            read_file(write(tmp_path, "w", words.format(extra=extra)))
+    assert read_file(write(tmp_path, "w", words.format(extra=", neutral: true"))).stage_words[0].neutral
+
+
 def test_pattern_without_evidence_must_be_marked_guess(tmp_path):
     p = write(tmp_path, "ev", "name: ev\nnoise:\n  - {id: n, regex: x}\n")
     with pytest.raises(PlaybookError, match="needs `evidence:` or `guess: true`"):

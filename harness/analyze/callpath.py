@@ -94,12 +94,13 @@ def with_calls(pb: Playbook, frames: list[str], code: dict[int, str]) -> list[st
 
 def _stage(pb: Playbook, words: tuple[str, ...]) -> tuple[int, str] | None:
     """(stage, kind: "", "weak" or "loop") of the longest phrase in `words` (phrases are sorted
-    longest first): `actor_rollout_init_model` is set-up (init_model), not a rollout."""
+    longest first): `actor_rollout_init_model` is set-up (init_model), not a rollout; none when
+    that phrase is a neutral one (`forward_backward_func` is no `backward`'s update)."""
     lemmas = tuple(map(lemma, words))
     for phrase, stage, kind in pb.stage_words:
         mine = lemmas if len(phrase) > 1 else words  # a phrase's words in either number (`_in_number`)
         if (mine == phrase) if kind == "loop" else _contains(mine, phrase):  # a loop's name is the whole name
-            return stage, kind
+            return None if kind == "neutral" else (stage, kind)
     return None
 
 
