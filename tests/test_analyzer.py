@@ -804,6 +804,20 @@ def test_a_run_silent_in_a_download_waits_on_the_network_and_a_bar_places_a_hang
     assert (v["outcome"], v["failed_stage"]) == ("hang", 6), v["root_cause"]
 
 
+def test_a_silent_run_repeating_its_last_words_began_when_it_first_said_them():
+    """A run that says the same thing over and over (an agent's tool failing on every call, its
+    time and numbers changing), then nothing: the hang's line is the first time it was said."""
+    union = load_playbook(None)
+    said = ["(AgentLoopWorker pid=34) ERROR:2026-12-05 06:{:02d}:11,371:[ToolRunner] call 7{} failed: "
+            "local variable 'result' referenced before assignment".format(m, m) for m in (22, 24, 24, 25)]
+    v, _ = run(union, ENGINE + "(AgentLoopWorker pid=34) agent loop started\n" + "\n".join(said) + "\n",
+               ts=1000.0, now=1000.0 + 7200)
+    assert v["outcome"] == "hang" and "call 722 failed" in v["root_cause"]["text"], v["root_cause"]
+    once = ENGINE + said[0] + "\n(AgentLoopWorker pid=34) retrying the episode with a new sandbox\n"
+    v, _ = run(union, once, ts=1000.0, now=1000.0 + 7200)  # other words after it: the last ones
+    assert v["root_cause"]["text"].endswith("with a new sandbox"), v["root_cause"]
+
+
 def test_a_stage_begun_is_not_under_way_once_a_later_stage_passed():
     """rllm's step banner begins task dispatch; the trajectories done say the tasks went out: an
     error after them with nothing to place it is not a dispatch failure."""

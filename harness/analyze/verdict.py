@@ -10,7 +10,7 @@ from ..chain import STAGE_NO, STAGES, stage_statuses
 from ..redact import redact
 from .callpath import named_stage, path_stage, requested_stage
 from .findings import CUT_SHORT, ROLE_ORDER, Finding, family
-from .lines import make_line
+from .lines import canonical, make_line
 from .metrics import reports
 from .stacks import collective, waiting_frame
 
@@ -141,6 +141,10 @@ def _last_said(an) -> tuple[list[str], str, list[str]]:
     # printed before it, whichever process happened to flush last.
     waited = [t for t in said if not ANSWERED.search(t)]
     last = waited[-1] if waited else (said[-1] if said else "")
+    for t in reversed(waited[:-1]):  # the same words over and over at the end: the first time is when it began
+        if canonical(t) != canonical(last):
+            break
+        last = t
     cats = [c for c in (family(an.pb, "", t)[0] for t in reversed(said[-3:])) if c != "other"]
     return tail, last, cats
 
