@@ -216,8 +216,8 @@ CUT_SHORT = "cut|"  # the key prefix of a traceback's finding whose exception th
 # record of the call that failed, printed before its traceback (`print(f"Error in {method}: {e}")`
 # then traceback.print_exc(): NeMo-RL's `Error in VllmInternalWorkerExtension.update_weights…: …`;
 # vLLM's worker_base `Error executing method update_weight.`).
-LOGGED_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|(?:^|[\s\]])Error (?:in [\w.]+:|executing method \w+)")
 LEVEL_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
+LOGGED_ERROR = re.compile(LEVEL_ERROR.pattern + r"|(?:^|[\s\]])Error (?:in [\w.]+:|executing method \w+)")
 # The exception's own line put above its traceback (an issue's paste: the error first, then where
 # it came from), its blank after the colon sometimes lost (`RuntimeError:No module named …`).
 PASTED_EXC = re.compile(r"(?:^|\s)(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception))(?:\([\w.]+\))?: ?\S")
