@@ -314,18 +314,3 @@ def test_without_py_spy_the_evidence_says_how_to_get_stacks(tmp_path, monkeypatc
     # things, is `other` (with py-spy's stacks in a collective it is a collective's: the next test)
     assert events(ses, "verdict")[0]["root"]["category"] == "other"
     assert events(ses, "verdict")[0]["failed_stage"] == 1
-
-
-def test_the_collective_a_hung_run_waits_in_is_the_one_most_processes_are_in():
-    """From the evidence's summary: a collective proper (not ray.get or a device synchronize,
-    waits on other work that may hang for any reason); none when no process is in one."""
-    from harness.remote.evidence import waiting_in
-
-    head = "3 process(es) of the run, sampled for 1 s:\n"
-    text = (head + "  pid 1 S 0.00s CPU/s in wait (dist.py:9), in the collective all_reduce — python t.py\n"
-            "  pid 2 S 0.00s CPU/s in wait (dist.py:9), in the collective all_reduce — python t.py\n"
-            "  pid 3 S 0.00s CPU/s in get (w.py:2), in the collective get_objects — python d.py\n\n"
-            "raw: in the collective barrier, in the collective barrier, in the collective barrier\n")
-    assert waiting_in(text) == "all_reduce"  # the summary counts, not the raw dump below it
-    assert waiting_in(head + "  pid 3 S 0.00s CPU/s in get (w.py:2), in the collective get_objects — d\n") is None
-    assert waiting_in(head + "  pid 4 S 0.00s CPU/s kernel wait futex_wait — python t.py\n") is None

@@ -111,7 +111,6 @@ SILENT_CATEGORY = "other"  # its category when its last lines belong to no error
 # EasyR1's stalled `Processed prompts`, other; slime's, a collective's) — until the processes'
 # stacks say which (the live session's evidence).
 COLLECTIVE_STAGES = frozenset(STAGE_NO[s] for s in ("training_data", "actor_update"))
-GUESSED = frozenset((SILENT_CATEGORY,))  # a silent hang's category that no line said
 
 
 def silent_category(stage: int) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from ..analyze.blocks import PYSPY_FRAME, PYSPY_HEAD
-from ..analyze.stacks import COLLECTIVE_OPS, collective, waiting_frame
+from ..analyze.stacks import collective, waiting_frame
 from .procs import _vars, MEMBERS
 from .transport import Transport
 
@@ -39,7 +39,6 @@ done
 true
 '''
 _PROC = re.compile(r"^== process (\d+) state (\S+) cpu_ticks (\d+) hz (\d+) wchan (\S+)$")
-_IN_COLLECTIVE = re.compile(r", in the collective (\S+)")
 
 
 def summary(raw: str) -> list[str]:
@@ -72,13 +71,6 @@ def summary(raw: str) -> list[str]:
         lines.append(f"pid {p['pid']} {p['state']} {p['cpu']:.2f}s CPU/s {where}"
                      + (f", in the collective {coll}" if coll else "") + f" — {p['cmd'][:80]}")
     return lines
-
-
-def waiting_in(evidence: str) -> str | None:
-    """The collective proper a hung run's processes are seen waiting in, from the evidence's
-    summary (the one most of them are in, when several; None when none is in one)."""
-    found = [m[1] for m in _IN_COLLECTIVE.finditer(evidence.split("\n\n", 1)[0]) if COLLECTIVE_OPS.search(m[1])]
-    return max(set(found), key=found.count) if found else None
 
 
 async def hang_evidence(t: Transport, pgid: int | None, run_id: str) -> str:

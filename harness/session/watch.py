@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from ..analyze import Analyzer
 from ..analyze.findings import Finding
 from ..analyze.timeorder import merge
-from ..analyze.verdict import GUESSED, SILENCE, ended, silence, silent_stage
+from ..analyze.verdict import SILENCE, ended, silence, silent_stage
 from ..chain import STAGES
 from ..errors import HostUnreachable
-from ..remote.evidence import waiting_in
 from ..remote.follow import Cursor, poll
 from ..remote.launch import RunHandle
 from ..remote.postmortem import gather, relabel, sections
@@ -198,7 +197,7 @@ async def watch(ses, handle: RunHandle, an: Analyzer, on_stage, on_data) -> Watc
                 v = an.verdict(now)  # a worker's own error, found in its files, is the hang's cause
                 if not (v["outcome"] == "hang" or found and v["root_cause"]):
                     v = _hung(an, now, spec.launch.stall)
-                return Watch(_waits(v, evidence), "hung", evidence=evidence, postmortem=found)
+                return Watch(v, "hung", evidence=evidence, postmortem=found)
             ses.note(f"the run printed nothing for {silent:.0f}s but its {cpu['processes']} processes use CPU: "
                      "still working (compiling?), waiting on")
         await ses.sleep(TICK)
@@ -212,17 +211,6 @@ async def _evidence(ses, handle: RunHandle) -> str:
     """Where the hung run waits, gathered before it is stopped (a stopped run tells nothing)."""
     ses.activity("the run hangs: collecting where its processes wait")
     return await ses.launcher.evidence(handle)
-
-
-def _waits(v: dict, evidence: str) -> dict:
-    """A silent hang whose last lines said nothing (a category guessed from its stage: a timeout,
-    or `other` at start-up) is a collective's when its processes are seen waiting in one (the
-    evidence's stacks: `waiting_in`)."""
-    rc, coll = v.get("root_cause"), waiting_in(evidence)
-    if not (rc and coll and rc.get("signature") == SILENCE and rc.get("category") in GUESSED):
-        return v
-    detail = "; ".join(filter(None, [rc.get("detail"), f"its processes wait in {coll}"]))
-    return {**v, "root_cause": {**rc, "category": "distributed_comm_hang", "detail": detail}}
 
 
 def _hung(an: Analyzer, now: float, stall: float) -> dict:
