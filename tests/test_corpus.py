@@ -18,19 +18,19 @@ FLOORS = {
     ("realworld", "realworld2"): {"stage": 0.90, "category": 0.90, "digest": 1.0, "chosen": 0.92},
     ("realworld3",): {"stage": 0.76, "category": 0.76, "digest": 0.92, "chosen": 0.84},  # 408: a silent start-up: other
     ("realworld4",): {"stage": 0.86, "category": 0.75, "digest": 1.0, "chosen": 0.92},
-    ("realworld5",): {"stage": 0.65, "category": 0.79, "digest": 0.96, "chosen": 0.75},
+    ("realworld5",): {"stage": 0.65, "category": 0.79, "digest": 0.96, "chosen": 0.79},
     ("realworld6",): {"stage": 0.55, "category": 0.44, "digest": 1.0, "chosen": 0.66},
     # 829: a reward function missing the `solution` keyword, labelled version_incompat; 602 (realworld5),
     # the same message, data_format — the columns a trainer passes as keywords: the data's shape;
     # 847: a run silent after prime-rl's `Train batch 0/16 (0.0%)` (its orchestrator gathering the
     # batch's rollouts), whose words name the update's batch: a collective's hang there, labelled other
-    ("realworld7",): {"stage": 0.75, "category": 0.58, "digest": 1.0, "chosen": 0.83},
-    ("realworld8",): {"stage": 0.30, "category": 0.55, "digest": 1.0, "chosen": 0.45},
+    ("realworld7",): {"stage": 0.75, "category": 0.58, "digest": 1.0, "chosen": 0.87},
+    ("realworld8",): {"stage": 0.35, "category": 0.55, "digest": 1.0, "chosen": 0.55},
     ("realworld9",): {"stage": 0.71, "category": 0.66, "digest": 1.0, "chosen": 0.76},
     ("realworld10",): {"stage": 0.68, "category": 0.68, "digest": 1.0, "chosen": 0.86},
-    ("realworld11",): {"stage": 0.63, "category": 0.45, "digest": 1.0, "chosen": 0.72},
+    ("realworld11",): {"stage": 0.68, "category": 0.45, "digest": 1.0, "chosen": 0.86},
     ("realworld12",): {"stage": 0.66, "category": 0.76, "digest": 0.95, "chosen": 0.85},
-    ("realworld13",): {"stage": 0.93, "category": 0.50, "digest": 1.0, "chosen": 0.62},
+    ("realworld13",): {"stage": 0.93, "category": 0.50, "digest": 1.0, "chosen": 0.75},
     ("realworld14",): {"stage": 0.40, "category": 0.50, "digest": 0.90, "chosen": 0.60},
     ("realworld15",): {"stage": 0.58, "category": 0.47, "digest": 1.0, "chosen": 0.76},
 }
