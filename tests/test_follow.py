@@ -142,7 +142,11 @@ def test_follow_survives_20_killed_ssh_sessions_byte_for_byte(ssh_lab, tmp_path,
                     if i % 20 == 0:
                         fh.flush()
                         await asyncio.sleep(0.002)  # pacing the writer, not synchronisation
-            writer_done.set()
+                writer_done.set()
+                # a last line after the flag, so that a chunk always comes after it and the reader's
+                # check below sees everything there (the last chunk could otherwise come while the
+                # writer slept, before the flag, and none after it: the reader waited forever)
+                fh.write(b"end\n")
 
         async def reader():
             nonlocal kills
