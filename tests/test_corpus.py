@@ -33,6 +33,7 @@ FLOORS = {
     ("realworld13",): {"stage": 0.93, "category": 0.50, "digest": 1.0, "chosen": 0.75},
     ("realworld14",): {"stage": 0.40, "category": 0.50, "digest": 0.90, "chosen": 0.60},
     ("realworld15",): {"stage": 0.58, "category": 0.47, "digest": 1.0, "chosen": 0.76},
+    ("realworld16",): {"stage": 0.55, "category": 0.55, "digest": 0.88, "chosen": 0.44},
 }
 
 
