@@ -363,22 +363,29 @@ def test_a_forward_backward_schedule_names_no_stage_its_caller_does(pb, caller, 
     assert stage_of(pb, log)[0] == stage
 
 
-def _logged_exception(level: str) -> list[str]:
-    """What Python's logging prints for `logger.exception` (or `logger.info(…, exc_info=True)`)."""
+def _logged(formatter: logging.Formatter, level: int, message: str) -> list[str]:
+    """What Python's logging prints, through `formatter`, for a record logged with the exception
+    being handled (`logger.exception`, or `logger.info(…, exc_info=True)`): `message` names it `{e}`."""
     buf = io.StringIO()
     handler = logging.StreamHandler(buf)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
-    log = logging.getLogger(f"tinyrl.engine.{level.lower()}")
+    handler.setFormatter(formatter)
+    log = logging.getLogger(f"tinyrl.engine.{logging.getLevelName(level).lower()}")
     log.addHandler(handler)
     log.setLevel(logging.DEBUG)
     log.propagate = False
     try:
         {}["initialize"]["x"]
     except KeyError as e:
-        log.log(getattr(logging, level), "Engine method 'initialize' failed: %s", e, exc_info=True)
+        log.log(level, message.format(e=e), exc_info=True)
     finally:
         log.removeHandler(handler)
     return buf.getvalue().splitlines()
+
+
+def _logged_exception(level: str) -> list[str]:
+    """What Python's logging prints for `logger.exception` (or `logger.info(…, exc_info=True)`)."""
+    return _logged(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"), getattr(logging, level),
+                   "Engine method 'initialize' failed: {e}")
 
 
 def test_an_error_logged_before_a_traceback_cut_short_is_what_its_exception_said(pb):
@@ -403,19 +410,9 @@ def _engine_fatal(head: str) -> list[str]:
             msg = super().format(record)
             return msg.replace("\n", "\n" + msg.split(record.message)[0]) if record.message else msg
 
-    buf = io.StringIO()
-    handler = logging.StreamHandler(buf)
-    handler.setFormatter(NewLine("%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] %(message)s", "%m-%d %H:%M:%S"))
-    log = logging.getLogger("tinyrl.engine.core")
-    log.addHandler(handler)
-    log.propagate = False
-    try:
-        {}["kv_cache"]["x"]
-    except KeyError:
-        log.exception("EngineCore encountered a fatal error.")
-    finally:
-        log.removeHandler(handler)
-    return [f"{head}{ln}" for ln in buf.getvalue().splitlines()]
+    lines = _logged(NewLine("%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] %(message)s", "%m-%d %H:%M:%S"),
+                    logging.ERROR, "EngineCore encountered a fatal error.")
+    return [f"{head}{ln}" for ln in lines]
 
 
 @pytest.mark.parametrize("head", ["(EngineCore_DP0 pid=4242) ", "[Srv pid=7] [Core pid=8] "])

@@ -109,7 +109,7 @@ def test_an_actor_whose_owner_died_is_rooted_in_rays_own_death_cause(on_ray, tmp
     script = tmp_path / "owner_dies.py"
     script.write_text(OWNER_DIES)
     log = tmp_path / "run.log"
-    env = {k: v for k, v in os.environ.items()} | on_ray
+    env = dict(os.environ) | on_ray
     with log.open("w") as out:
         code = subprocess.run([sys.executable, str(script)], stdout=out, stderr=subprocess.STDOUT, env=env,
                               timeout=240).returncode

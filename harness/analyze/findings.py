@@ -269,14 +269,14 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
     return f
 
 
-def _said(seg, pb: Playbook | None = None) -> str:
-    """Where a segment's frames stop: its innermost frame and the statement printed under it;
-    with `pb`, and the frame of the program's work it was in (`naming_frame`) when that is another."""
+def _said(seg, pb: Playbook) -> str:
+    """Where a segment's frames stop: its innermost frame and the statement printed under it, and
+    the frame of the program's work it was in (`naming_frame`) when that is another."""
     def at(i: int) -> str:
         code = seg.code.get(i, "")
         return f"{seg.frames[i].strip()}: {code}" if code else seg.frames[i].strip()
     inner = len(seg.frames) - 1
-    work = naming_frame(pb, seg.frames, seg.code) if pb is not None else None
+    work = naming_frame(pb, seg.frames, seg.code)
     return at(inner) if work in (None, inner) else f"{at(inner)}, in {at(work)}"
 
 

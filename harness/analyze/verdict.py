@@ -140,8 +140,9 @@ def _last_said(an) -> tuple[list[str], str, list[str]]:
     # printed before it, whichever process happened to flush last.
     waited = [t for t in said if not ANSWERED.search(t)]
     last = waited[-1] if waited else (said[-1] if said else "")
+    key = canonical(last)
     for t in reversed(waited[:-1]):  # the same words over and over at the end: the first time is when it began
-        if canonical(t) != canonical(last):
+        if canonical(t) != key:
             break
         last = t
     cats = [c for c in (family(an.pb, "", t)[0] for t in reversed(said[-3:])) if c != "other"]
