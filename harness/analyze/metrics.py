@@ -23,7 +23,13 @@ WANDB_ROW = re.compile(r"^wandb:\s+(?P<key>[A-Za-z_][\w/@.\-]*)\s+"
 GENERIC = re.compile(r"""(?:^|[\s,{|(\[])['"]?(?:[\w.]+/)*\w*(?:loss|reward|grad_norm)['"]?\s*[:=]\s*"""
                      r"""(?:np\.float\d+\(|tensor\()?[-+]?(?:\d|\.\d|nan|NaN|inf|Inf)""")
 GENERIC_PAIRS = 3
-GENERIC_WORDS = ("nan", "NaN")  # the gate's literals for them
+# the gate's literals for them: NaN, and an infinity as a value (`: inf`, `=-inf`, JSON's Infinity)
+GENERIC_WORDS = ("nan", "NaN", ": inf", "=inf", ": -inf", "=-inf", ": Inf", "Infinity")
+# A key of such a line that no playbook names is read by its last word: the first `…loss` of a line
+# is its loss (DeepSpeed-Chat's `act_loss: …|cri_loss: …`, OpenRLHF's `policy_loss=…`, slime's
+# `train/pg_loss`), the first `…reward` or `…score` its reward, a `…grad_norm` its grad norm.
+GENERIC_KEYS = {"loss": re.compile(r"(?:[\w.]+/)*\w*loss"), "reward_mean": re.compile(r"(?:[\w.]+/)*\w*(?:reward|score)"),
+                "grad_norm": re.compile(r"(?:[\w.]+/)*\w*grad_norm")}
 
 
 # A dict of metrics that Python's pprint spread over lines (wider than its 80 columns: one item per
@@ -43,7 +49,13 @@ def generic_metrics(text: str, keys: dict[str, re.Pattern]) -> dict[str, float]:
     """`parse_metrics` of a line of that shape (empty if it is not one)."""
     if GENERIC.search(text) is None or not reports(text):
         return {}
-    return parse_metrics(text, keys)
+    out = parse_metrics(text, keys)
+    for name, rx in GENERIC_KEYS.items():
+        if name not in out:
+            pm = next((pm for pm in _PAIR.finditer(text) if rx.fullmatch(pm.group("key").strip())), None)
+            if pm is not None:
+                out[name] = float(pm.group("val"))
+    return out
 
 
 def parse_metrics(text: str, keys: dict[str, re.Pattern]) -> dict[str, float]:
