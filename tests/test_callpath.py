@@ -306,6 +306,28 @@ def test_a_traceback_cut_short_names_the_frame_of_the_work_it_was_in(pb):
                         "with self.weight_sync_manager:)"), own
 
 
+def test_a_traceback_cut_short_in_a_library_names_the_program_s_call_when_no_function_names_work(pb):
+    """No frame's function names a stage's work: the program's own innermost frame is where it
+    called into the library (installed packages, a compiled module's build path, frozen modules are
+    the library's), said besides the frame the traceback stopped at."""
+    cut = ["Traceback (most recent call last):",
+           '  File "/opt/tinyrl/tinyrl/cluster.py", line 452, in prepare',
+           "    ray.get(helper_pg.ready(), timeout=1000)",
+           '  File "/opt/venv/lib/python3.12/site-packages/ray/_private/worker.py", line 942, in get_objects',
+           "    ] = self.core_worker.get_objects(",
+           '  File "python/ray/_raylet.pyx", line 3215, in ray._raylet.CoreWorker.get_objects']
+    text = verdict_of(pb, cut)["root_cause"]["text"]
+    assert text.endswith('in ray._raylet.CoreWorker.get_objects, in File "/opt/tinyrl/tinyrl/cluster.py", '
+                         'line 452, in prepare: ray.get(helper_pg.ready(), timeout=1000))'), text
+    windows = ['  File "C:\\envs\\rl\\Lib\\site-packages\\tinylib\\ops.py", line 9, in gather' if "_raylet" in ln
+               else ln for ln in cut if "worker.py" not in ln and "core_worker" not in ln]
+    text = verdict_of(pb, windows)["root_cause"]["text"]
+    assert text.endswith("in prepare: ray.get(helper_pg.ready(), timeout=1000))"), text
+    # all of it the library's: the frame it stopped at is all there is to say
+    lib = verdict_of(pb, [cut[0]] + cut[3:])["root_cause"]["text"]
+    assert lib.endswith('(cut short after File "python/ray/_raylet.pyx", line 3215, in ray._raylet.CoreWorker.get_objects)'), lib
+
+
 @pytest.mark.parametrize("func", ["weight_update", "update_weights", "start_weights_update",
                                   "advantages_compute", "compute_rewards"])
 def test_a_phrase_of_the_stage_words_in_either_order_and_number(pb, func):

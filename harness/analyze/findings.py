@@ -277,7 +277,16 @@ def _said(seg, pb: Playbook) -> str:
         return f"{seg.frames[i].strip()}: {code}" if code else seg.frames[i].strip()
     inner = len(seg.frames) - 1
     work = naming_frame(pb, seg.frames, seg.code)
+    if work is None:  # no function names the work: where the program's own code made the call
+        work = next((i for i in range(inner, -1, -1) if not LIBRARY_FILE.search(FRAME.match(seg.frames[i])[1])
+                     ), None) if all(FRAME.match(fr) for fr in seg.frames) else None
     return at(inner) if work in (None, inner) else f"{at(inner)}, in {at(work)}"
+
+
+# A file of an installed package (pip's site-packages, Debian's dist-packages), a compiled module's
+# source as it was built (Cython's `python/ray/_raylet.pyx`), or no file (`<frozen importlib…>`,
+# `<string>`): a library's frame, not the program's.
+LIBRARY_FILE = re.compile(r"[/\\](?:site|dist)-packages[/\\]|\.pyx$|^<")
 
 
 # The function a call failed to enter, named by the interpreter's argument errors (CPython
