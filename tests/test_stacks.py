@@ -83,6 +83,25 @@ def test_a_dump_before_the_run_went_on_says_nothing_of_where_it_stops():
     assert v["failed_stage"] == 2, v["root_cause"]
 
 
+def test_a_process_waiting_in_ray_get_waits_where_the_program_called_it():
+    """`ray.get` waits in Ray's internals (as py-spy prints a real driver blocked in it: its
+    `get_objects`, `get`, the client and auto-init hooks under ray/_private/): the frame that waits
+    is the program's call, and a wait for a remote task is no collective."""
+    dump = ['Thread 11628 (idle): "MainThread"',
+            "    Worker.get_objects (ray/_private/worker.py:1007)",
+            "    get (ray/_private/worker.py:3009)",
+            "    client_mode_hook.<locals>.decorator.<locals>.wrapper (ray/_private/client_mode_hook.py:134)",
+            "    wrap_auto_init.<locals>.auto_init_wrapper (ray/_private/auto_init_hook.py:22)",
+            "    read (tinyrl/buffer/reader.py:32)",
+            "    fit (tinyrl/trainer.py:70)",
+            "    <module> (main.py:8)"]
+    rc = hung_verdict(["step 3: reward 0.41", "starting the next step"] + dump)["root_cause"]
+    assert rc["text"] == "read (tinyrl/buffer/reader.py:32)" and "collective" not in rc["hint"], rc
+    # nothing of the program's on the stack (an idle Ray worker): the innermost frame
+    idle = [dump[0], "    main_loop (ray/_private/worker.py:974)", "    <module> (ray/_private/workers/default_worker.py:321)"]
+    assert hung_verdict(["starting the next step"] + idle)["root_cause"]["text"] == "main_loop (ray/_private/worker.py:974)"
+
+
 def test_the_line_after_a_dump_is_read_as_any_other():
     """A traceback that begins right after a dump's last frame keeps its head: its exception is the
     crash's root, not the dump's stack."""

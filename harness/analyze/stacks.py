@@ -16,7 +16,10 @@ COLLECTIVE_OPS = re.compile(r"all_?reduce|gather|scatter|broadcast|barrier|all_?
 # Modules that only wait for another thread, process or peer: the standard library's, and
 # torch.distributed's collective entry points (c10d's and its logging wrapper).
 RELAY = re.compile(r"(?:^|/)(?:threading|queue|selectors|socket|subprocess)\.py$|/asyncio/|/concurrent/")
-WAITING = re.compile(RELAY.pattern + r"|torch/distributed/(?:distributed_c10d|c10d_logger)\.py$")
+# Ray's internals under `ray.get` (`get`, `Worker.get_objects` in ray/_private/worker.py, its client
+# and auto-init hooks; the compiled `_raylet.pyx`) wait for a remote task: the caller is the frame that waits.
+WAITING = re.compile(RELAY.pattern + r"|torch/distributed/(?:distributed_c10d|c10d_logger)\.py$"
+                     r"|(?:^|/)ray/_private/|_raylet\.pyx$")
 
 
 def collective(frames: list[str]) -> str | None:
