@@ -117,6 +117,21 @@ def test_a_traceback_another_thread_writes_into_goes_on_after_its_lines(pb):
         assert not [f for f in v["findings"] if "cut short" in f["text"]], (k, v["findings"])
 
 
+def test_a_bare_exception_s_message_ends_where_a_record_with_a_head_of_its_own_begins():
+    """An exception printed bare (no logger head, as Python prints it), then the collective
+    library's records (c10d's `[E ProcessGroupNCCL.cpp:N]` lines) as the process is taken down and
+    the other ranks' watchdogs fire: those records are no part of the exception's message, and the
+    exception, the earliest error, is the root cause."""
+    nccl = ["[E ProcessGroupNCCL.cpp:456] Some NCCL operations have failed or timed out. Due to the "
+            "asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
+            "[E ProcessGroupNCCL.cpp:461] To avoid data inconsistency, we are taking the entire process down.",
+            "terminate called after throwing an instance of 'std::runtime_error'",
+            "  what():  [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=696, "
+            "OpType=BROADCAST, Timeout(ms)=1800000) ran for 1802763 milliseconds before timing out."]
+    v, _ = run(load_playbook(None), ENGINE + "RuntimeError: Invalid mt19937 state\n" + "".join(ln + "\n" for ln in nccl))
+    assert v["root_cause"]["text"] == "RuntimeError: Invalid mt19937 state", v["root_cause"]
+
+
 def test_a_traceback_interrupted_for_good_is_cut_short(pb):
     """Interrupted and never resumed: more lines than a thread's interjection, then no frame,
     source line or exception: the traceback is cut short where its frames stopped."""

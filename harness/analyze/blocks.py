@@ -107,6 +107,11 @@ class Block:
         return self.segments[-1]
 
 
+def _exc_line(blk: "Block", seg: Segment) -> Line:
+    """The line of a block that holds its segment's exception (the last line if none does)."""
+    return next((ln for ln in blk.lines if ln.no == seg.exc_no), blk.lines[-1])
+
+
 def is_exception_line(text: str) -> re.Match | None:
     m = EXC_LINE.match(text)
     if m and (":" in text[: m.end()] or m.end() == len(text)) and not text.startswith((" ", "\t")):
@@ -222,6 +227,9 @@ class BlockAssembler:
             self._add(blk, line)
             return [], True
         m = is_exception_line(text)
+        if matched and not m and line.prefix and not _exc_line(blk, seg).prefix:
+            # a bare exception line, then a record with a head of its own (a logger's): the message is over
+            return [self.open.pop(line.proc)], False
         if m or matched or RAY_METHOD.search(text):
             if m and blk.state == "after_exc" and len(m.group("type")) > 2 and _looks_like_type(m.group("type")):
                 self._exception(blk, line, m)
