@@ -9,7 +9,7 @@ import re
 import pytest
 
 from harness.analyze import Analyzer
-from harness.analyze.framing import learn
+from harness.analyze.framing import learn, wrap_width
 from harness.analyze.lines import peel
 from harness.playbook import load_playbook
 
@@ -211,3 +211,43 @@ def test_a_container_s_json_log_file_reads_as_its_output(pb):
     a = Analyzer(pb)
     a.feed(records.encode())
     assert a.framing is None
+
+
+WIDE = RUN.replace("Training from scratch", "Training from scratch: the run's configuration was read from "
+                   "/srv/tinyrl/configs/ppo_megatron_trainer.yaml with 12 overrides") \
+    .replace("Error executing job with overrides: []", "Error executing job with overrides: "
+             "['trainer.n_gpus_per_node=8', 'actor_rollout_ref.rollout.tensor_model_parallel_size=2']")
+
+
+def hard_wrapped(text: str, width: int) -> str:
+    """`text` as a terminal of `width` columns shows it, copied from the screen: each line broken
+    into pieces of exactly `width` characters and a shorter rest."""
+    out = []
+    for ln in text.splitlines():
+        out += [ln[i:i + width] for i in range(0, len(ln), width)] or [""]
+    return "".join(x + "\n" for x in out)
+
+
+@pytest.mark.parametrize("width", [80, 97])
+def test_a_paste_a_terminal_hard_wrapped_reads_as_its_lines(pb, width):
+    """Copied from a terminal's screen, every long line is broken at the terminal's width, mid-word:
+    the pieces are read as the line they were (the exception's text whole, its stage from the
+    frames), whole or as a followed log comes in pieces cut anywhere."""
+    want = essence(verdict(pb, WIDE))
+    assert want[0] == "crash" and want[4].endswith("GPU 0 has a total capacity of 79.10 GiB"), want
+    wrapped = hard_wrapped(WIDE, width)
+    assert max(map(len, wrapped.splitlines())) == width
+    assert essence(verdict(pb, wrapped)) == want
+    assert essence(verdict(pb, wrapped, lines=3)) == want
+
+
+def test_lines_of_one_format_or_a_table_as_wide_as_each_other_are_no_wrap():
+    """Lines equally wide because they share a format (a trainer's fixed-width timing line each step,
+    a collector's cut at a width), or a table's rows, are lines of their own: no wrap is learned."""
+    timing = [f"|E2E latency=2.0{i}s |Gather latency=0.00s (0.00%) |Generate time=1.5{i}s (74.8{i}%) "
+              f"|Training time=0.4{i}s (20.3{i}%) |Others=0.10 (4.7{i}%)" for i in range(6)]
+    assert len({len(t) for t in timing}) == 1 and wrap_width(timing) is None
+    table = [f"| {i}  NVIDIA A100-SXM4-80GB  On | 00000000:{i}7:00.0 Off | 0 |" + " " * 30 + "|" for i in range(6)]
+    assert wrap_width(table) is None
+    pieces = hard_wrapped(WIDE, 80).splitlines()
+    assert wrap_width(pieces) == 80

@@ -19,7 +19,7 @@ from ..chain import STAGES
 from ..playbook import Playbook
 from .blocks import Block, BlockAssembler
 from .findings import Finding, finding_from_block, finding_from_line, metric_finding
-from .framing import MIN_LINES, SAMPLE_LINES, learn
+from .framing import MIN_LINES, SAMPLE_LINES, learn, wrap_width
 from .gate import Gate, build_gate
 from .lines import Line, as_shown, canonical, clean, decode, make_line, peel, shown
 from .metrics import DICT_ITEM, DICT_LINES, DICT_OPEN, GENERIC_WORDS, HISTORY, generic_metrics, parse_metrics, violates
@@ -60,6 +60,7 @@ class Analyzer:
         self.line_no = 0
         self.pending = b""
         self.framing = None  # the head every line of this log carries (framing.py)
+        self.wrap: int | None = None  # the width a terminal hard-wrapped this log at (framing.wrap_width)
         self._said: dict[str, bool] = {}  # text -> whether the playbook reads it (`_reads`), while learning
         self._sample: bytes | None = b""  # the first lines it is learned from (None: learned)
         self.reached: dict[int, tuple[int, str]] = {}  # stage no -> (line no, evidence)
@@ -97,7 +98,7 @@ class Analyzer:
         """The gate for what can still matter: the live markers, signatures, metric lines.
         Rebuilt when that set changes (a stage first reached, a step begun or ended); one
         gate per set, kept with the playbook."""
-        if not self.fast or (self.framing is not None and not self.framing.literal):
+        if not self.fast or (self.framing is not None and not self.framing.literal) or self.wrap:
             return None  # an envelope escapes the literals the gate looks for
         src = self.pb.source
         live = tuple(m.id for name, spec in src.stages.items() for m in spec.markers
@@ -121,6 +122,8 @@ class Analyzer:
             self._learn(data)
         buf = self.pending + data
         cut = buf.rfind(b"\n") + 1
+        if self.wrap and cut and self._wrapped(buf[buf.rfind(b"\n", 0, cut - 1) + 1:cut - 1]):
+            cut = buf.rfind(b"\n", 0, cut - 1) + 1  # its rest is still to come
         self.pending = buf[cut:]
         if len(self.pending) > 1 << 20:  # a huge line with no newline yet: analyse its start, drop the rest
             self.pending = self.pending[: 1 << 16]
@@ -139,6 +142,7 @@ class Analyzer:
         whole = lines[:-1] if len(lines) > MIN_LINES else lines  # a line being written, only while it is needed
         self.framing = learn([clean(decode(x)) for x in whole[:SAMPLE_LINES]],
                              lambda t: len(peel(t, self.pb.prefixes)[2]), self._reads)
+        self.wrap = wrap_width([decode(x).rstrip("\r") for x in whole[:SAMPLE_LINES]])
         self.gate = self._gate()
         if len(lines) > SAMPLE_LINES or len(self._sample) > CHUNK_SAMPLE:
             self._sample, self._said = None, {}
@@ -187,8 +191,16 @@ class Analyzer:
                         break
             nl = region.find(b"\n", pos)
             self.line_no += 1
-            self._line(make_line(self.line_no, decode(region[pos:nl]), self.pb.prefixes, self.framing))
+            raw, first = decode(region[pos:nl]), self.line_no
+            while self.wrap and self._wrapped(raw) and nl + 1 < end:  # a line a terminal broke: one line
+                pos, nl = nl + 1, region.find(b"\n", nl + 1)
+                raw, self.line_no = raw + decode(region[pos:nl]), self.line_no + 1
+            self._line(make_line(first, raw, self.pb.prefixes, self.framing))
             pos = nl + 1
+
+    def _wrapped(self, raw: bytes | str) -> bool:
+        """Whether a physical line is a piece of a longer one, broken at the wrap width."""
+        return len((decode(raw) if isinstance(raw, bytes) else raw).rstrip("\r")) == self.wrap
 
     def _remember(self, region: bytes, start: int, n: int) -> None:
         """Keep the last lines before `start` (lines the gate skipped) for context and tail."""

@@ -71,6 +71,25 @@ class Envelope:
         return None if body is None else ("", body.rstrip("\n"))
 
 
+# A paste a terminal hard-wrapped (copied from a multiplexer's screen, an issue's wrapped code block):
+# every long line broken at the terminal's width, mid-word, into physical lines of exactly that many
+# characters and a shorter rest. Learned as a width that lines of the sample beginning WRAP_LINES
+# different ways reach and none passes, at least MIN_WIDTH: lines of one format all that wide (a
+# trainer's fixed-width timing line, a collector's cut at a width, each `(task, pid=…) …`) begin alike,
+# and a table's rows (`| … |`) end on a border; the pieces of wrapped lines begin anywhere.
+MIN_WIDTH = 80
+WRAP_LINES = 3
+BEGINNING = 12  # the characters two lines begin alike by
+_BORDERS = frozenset("|+║│┃╗╝┐┘")
+
+
+def wrap_width(texts: list[str]) -> int | None:
+    """The width a terminal wrapped this log's lines at (`texts`: its first lines, as written), or None."""
+    widest = max(map(len, texts), default=0)
+    begins = {t[:BEGINNING] for t in texts if len(t) == widest and t.rstrip()[-1:] not in _BORDERS}
+    return widest if widest >= MIN_WIDTH and len(begins) >= WRAP_LINES else None
+
+
 def _field(text: str, key: str) -> str | None:
     if not text.startswith("{"):
         return None
