@@ -686,6 +686,21 @@ def test_an_ipython_traceback_reads_as_python_prints_one(pb):
         assert "    return [parse_answer(r) for r in rollouts]" in kept and not any(x.startswith("     1") for x in kept)
 
 
+def test_an_ipython_traceback_cut_after_its_head_is_a_crash_of_the_type_it_names(pb):
+    """A notebook's paste that stops right after IPython's head (the rest was a screenshot, or cut):
+    the head names the exception's type, the run crashed, placed where the lifecycle was; cut
+    inside its frames, it is cut short there."""
+    engine = "INFO 07-02 23:55:15 [model_runner.py:1203] Model loading took 2.2550 GiB and 30.916279 seconds"
+    v = verdict_of(pb, [engine] + IPYTHON_TB[:2])
+    rc = v["root_cause"]
+    assert (v["outcome"], rc["exception"]) == ("crash", "ValueError"), rc
+    assert rc["text"] == IPYTHON_TB[1] + " (cut short after its head)"
+    oom = IPYTHON_TB[1].replace("ValueError     ", "OutOfMemoryError")
+    assert verdict_of(pb, [engine, oom])["root_cause"]["category"] == "oom"
+    v = verdict_of(pb, IPYTHON_TB[:-1])
+    assert (v["outcome"], v["failed_stage"]) == ("crash", 5) and "(cut short after" in v["root_cause"]["text"], v
+
+
 def test_a_remote_task_that_died_without_a_traceback_is_placed_by_its_method(pb):
     """The worker died (no traceback of its own): the method the RayTaskError names is the
     innermost call known; the driver's frames above it only wait in ray.get."""

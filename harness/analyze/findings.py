@@ -248,8 +248,15 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
     seg = blk.segments[-1] if blk.segments else None
     frames = [fr for s in blk.segments for fr in s.frames]
     inside = blk.at_end and not blk.gap and len(frames) > 1 and all(", in " in fr for fr in frames)
-    if blk.innermost_first or not frames or (head is None and not inside):
+    if blk.innermost_first or (not frames and not blk.ipython) or (head is None and not inside):
         return None
+    if not frames:  # IPython's head names the exception's type: all there is of it
+        exc = head.text.split()[0].rsplit(".", 1)[-1]
+        text = f"{head.text} (cut short after its head)"
+        f = Finding(key=f"{CUT_SHORT}{canonical(text)}", line_no=head.no, text=text, category=family(pb, exc, text)[0],
+                    exception=exc, procs={blk.proc}, lines=[ln.text for ln in blk.lines], context=blk.context, role="cause")
+        _place_in(f, pb, blk, seg, "", "")
+        return f
     said = _said(seg, pb) if seg is not None and seg.frames else frames[-1]
     logged = blk.context[-1] if head is not None and head.no == blk.start_no and blk.context else ""
     record = make_line(0, logged, pb.prefixes)
