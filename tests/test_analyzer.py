@@ -604,16 +604,17 @@ def test_health_is_checked_over_the_whole_run_not_the_first_update():
             (v["root_cause"]["signature"], "wrong_result", stage), (bad, v["root_cause"])
 
 
-def _nemo_rl_steps(losses: list) -> str:
+def _nemo_rl_steps(losses: list, rewards: list | None = None) -> str:
     """Steps as NeMo-RL's grpo_train prints them: its phase banners, then the step's results one
     bullet a line, then its timing."""
     out = []
     for i, loss in enumerate(losses, 1):
+        reward = f"{0.25 + 0.01 * i:.4f}" if rewards is None else rewards[i - 1]
         out += [f"========================= Step {i}/{len(losses)} =========================",
                 "▶ Preparing batch...", "▶ Generating responses for batch of size 64...",
                 "▶ Processing rewards...", "▶ Computing advantages...", "▶ Preparing for logprob inference...",
                 "▶ Training policy...", "", "📊 Training Results:", f"  • Loss: {loss}",
-                "  • Generation KL Error: 0.0011", f"  • Avg Reward: {0.25 + 0.01 * i:.4f}",
+                "  • Generation KL Error: 0.0011", f"  • Avg Reward: {reward}",
                 "  • Mean Generation Length: 512.2500", "", "⏱️  Timing:", "  • Total step time: 41.20s"]
     return "\n".join(out) + "\n"
 
@@ -628,6 +629,22 @@ def test_nemo_rl_results_are_checked_over_the_whole_run():
     assert (v["outcome"], v["failed_stage"], v["root_cause"]["signature"]) == \
         ("wrong_result", 7, "loss_nonfinite"), v["root_cause"]
     assert v["root_cause"]["text"].strip() == "• Loss: nan"
+
+
+def test_a_mean_reward_of_exactly_zero_is_a_wrong_result_at_the_reward():
+    """The frameworks that log only the mean reward (NeMo-RL's `Avg Reward`, TRL's `reward`): a
+    step whose mean is exactly zero earned nothing on any sample — nothing to learn from. A mean
+    that only starts low is no such thing; with the spread NaN beside it (groups of one), the
+    spread's rule says why."""
+    pb = load_playbook(None)
+    losses = ["0.0123"] * 4
+    v, _ = run(pb, _nemo_rl_steps(losses, ["0.0000"] * 4))
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["signature"]) == \
+        ("wrong_result", 5, "reward_mean_zero"), v["root_cause"]
+    assert v["root_cause"]["text"].strip() == "• Avg Reward: 0.0000"
+    assert run(pb, _nemo_rl_steps(losses, ["0.0010", "0.0020", "0.0150", "0.0300"]))[0]["outcome"] == "pass"
+    trl = "{'loss': 0.0, 'grad_norm': 0.0, 'learning_rate': 1e-06, 'reward': 0.0, 'reward_std': nan, 'epoch': 0.01}\n"
+    assert run(pb, ENGINE + trl)[0]["root_cause"]["signature"] == "reward_std_nonfinite"
 
 
 def test_a_runtime_warning_alone_does_not_make_a_finished_run_a_crash():
