@@ -34,6 +34,7 @@ FLOORS = {
     ("realworld14",): {"stage": 0.40, "category": 0.60, "digest": 0.90, "chosen": 0.70},
     ("realworld15",): {"stage": 0.64, "category": 0.52, "digest": 1.0, "chosen": 0.88},
     ("realworld16",): {"stage": 0.55, "category": 0.55, "digest": 0.88, "chosen": 0.44},
+    ("realworld17",): {"stage": 0.38, "category": 0.61, "digest": 1.0, "chosen": 0.77},
 }
 
 
