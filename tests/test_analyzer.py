@@ -769,7 +769,7 @@ def test_an_exception_line_pasted_with_indentation_still_ends_its_traceback(pb):
 
 def test_a_silent_run_whose_last_line_calls_a_collective_waits_in_it():
     """The last thing printed is the call of a collective (a stack dumped by a watchdog or a
-    debugger, a traceback echoed without its exception): the hang is a collective's. A neutral
+    debugger, a traceback echoed without its exception), or NCCL's set-up lines: the hang is a collective's. A neutral
     last line leaves it to the stage: one whose processes step through collectives (here the
     log-prob passes NeMo-RL announces) is a collective's hang, one that waits on agents (the
     trajectories after minichain's tasks went out) `other`: no timeout fired; start-up (the engine initialised,
@@ -783,6 +783,9 @@ def test_a_silent_run_whose_last_line_calls_a_collective_waits_in_it():
     logprobs = tail + "▶ Computing logprobs...\n"
     for log, category, stage in [(tail + "    work = group.allreduce([tensor], opts)", "distributed_comm_hang", 1),
                                  (tail + "    dist.barrier(group=gloo_group)", "distributed_comm_hang", 1),
+                                 # NCCL's own set-up lines (NCCL_DEBUG=INFO), then nothing: its set-up waits
+                                 (tail + "node-3:1612:1660 [1] NCCL INFO Channel 11/0 : 7[7] -> 15[7] [send] via NET/IB/8/GDRDMA\n"
+                                  "node-3:1612:1660 [1] NCCL INFO Connected NVLS tree", "distributed_comm_hang", 1),
                                  (tail + "(WorkerDict pid=7) loading shard 3 of 8", "other", 1),
                                  (synced + "(WorkerDict pid=7) loading shard 3 of 8", "other", 2),
                                  (logprobs + "(WorkerDict pid=7) loading shard 3 of 8", "distributed_comm_hang", 6),
