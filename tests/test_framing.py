@@ -239,6 +239,9 @@ def test_a_paste_a_terminal_hard_wrapped_reads_as_its_lines(pb, width):
     assert max(map(len, wrapped.splitlines())) == width
     assert essence(verdict(pb, wrapped)) == want
     assert essence(verdict(pb, wrapped, lines=3)) == want
+    # collected under a head on each physical line (the terminal showed `docker logs -t`'s output)
+    for tool in ("docker -t", "srun --label"):
+        assert essence(verdict(pb, framed(HEADS[tool], wrapped))) == want, tool
 
 
 def test_lines_of_one_format_or_a_table_as_wide_as_each_other_are_no_wrap():

@@ -142,7 +142,7 @@ class Analyzer:
         whole = lines[:-1] if len(lines) > MIN_LINES else lines  # a line being written, only while it is needed
         self.framing = learn([clean(decode(x)) for x in whole[:SAMPLE_LINES]],
                              lambda t: len(peel(t, self.pb.prefixes)[2]), self._reads)
-        self.wrap = wrap_width([decode(x).rstrip("\r") for x in whole[:SAMPLE_LINES]])
+        self.wrap = wrap_width([decode(x).rstrip("\r") for x in whole[:SAMPLE_LINES]], self.framing)
         self.gate = self._gate()
         if len(lines) > SAMPLE_LINES or len(self._sample) > CHUNK_SAMPLE:
             self._sample, self._said = None, {}
@@ -194,7 +194,9 @@ class Analyzer:
             raw, first = decode(region[pos:nl]), self.line_no
             while self.wrap and self._wrapped(raw) and nl + 1 < end:  # a line a terminal broke: one line
                 pos, nl = nl + 1, region.find(b"\n", nl + 1)
-                raw, self.line_no = raw + decode(region[pos:nl]), self.line_no + 1
+                piece = decode(region[pos:nl])
+                got = self.framing.split(piece) if self.framing is not None else None  # a collector's head on each piece
+                raw, self.line_no = raw + (got[1] if got else piece), self.line_no + 1
             self._line(make_line(first, raw, self.pb.prefixes, self.framing))
             pos = nl + 1
 

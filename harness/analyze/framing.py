@@ -83,10 +83,12 @@ BEGINNING = 12  # the characters two lines begin alike by
 _BORDERS = frozenset("|+║│┃╗╝┐┘")
 
 
-def wrap_width(texts: list[str]) -> int | None:
-    """The width a terminal wrapped this log's lines at (`texts`: its first lines, as written), or None."""
+def wrap_width(texts: list[str], framing=None) -> int | None:
+    """The width a terminal wrapped this log's lines at (`texts`: its first lines, as written), or None;
+    the lines' beginnings are read after the `framing` a collector put on each."""
     widest = max(map(len, texts), default=0)
-    begins = {t[:BEGINNING] for t in texts if len(t) == widest and t.rstrip()[-1:] not in _BORDERS}
+    at = [t for t in texts if len(t) == widest and t.rstrip()[-1:] not in _BORDERS]
+    begins = {(got[1] if framing is not None and (got := framing.split(t)) else t)[:BEGINNING] for t in at}
     return widest if widest >= MIN_WIDTH and len(begins) >= WRAP_LINES else None
 
 
