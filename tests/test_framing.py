@@ -216,7 +216,9 @@ def test_a_container_s_json_log_file_reads_as_its_output(pb):
 WIDE = RUN.replace("Training from scratch", "Training from scratch: the run's configuration was read from "
                    "/srv/tinyrl/configs/ppo_megatron_trainer.yaml with 12 overrides") \
     .replace("Error executing job with overrides: []", "Error executing job with overrides: "
-             "['trainer.n_gpus_per_node=8', 'actor_rollout_ref.rollout.tensor_model_parallel_size=2']")
+             "['trainer.n_gpus_per_node=8', 'actor_rollout_ref.rollout.tensor_model_parallel_size=2']") \
+    .replace("of 79.10 GiB\n", "of 79.10 GiB of which 3.19 GiB is free. Including non-PyTorch memory, this process "
+             "has 75.90 GiB memory in use. Of the allocated memory 70.12 GiB is allocated by PyTorch\n")
 
 
 def hard_wrapped(text: str, width: int) -> str:
@@ -231,10 +233,10 @@ def hard_wrapped(text: str, width: int) -> str:
 @pytest.mark.parametrize("width", [80, 97])
 def test_a_paste_a_terminal_hard_wrapped_reads_as_its_lines(pb, width):
     """Copied from a terminal's screen, every long line is broken at the terminal's width, mid-word:
-    the pieces are read as the line they were (the exception's text whole, its stage from the
-    frames), whole or as a followed log comes in pieces cut anywhere."""
+    the pieces are read as the line they were (the exception's text whole — three pieces —, its stage
+    from the frames), whole or as a followed log comes in pieces cut anywhere."""
     want = essence(verdict(pb, WIDE))
-    assert want[0] == "crash" and want[4].endswith("GPU 0 has a total capacity of 79.10 GiB"), want
+    assert want[0] == "crash" and want[4].endswith("70.12 GiB is allocated by PyTorch"), want
     wrapped = hard_wrapped(WIDE, width)
     assert max(map(len, wrapped.splitlines())) == width
     assert essence(verdict(pb, wrapped)) == want

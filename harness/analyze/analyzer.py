@@ -122,8 +122,8 @@ class Analyzer:
             self._learn(data)
         buf = self.pending + data
         cut = buf.rfind(b"\n") + 1
-        if self.wrap and cut and self._wrapped(buf[buf.rfind(b"\n", 0, cut - 1) + 1:cut - 1]):
-            cut = buf.rfind(b"\n", 0, cut - 1) + 1  # its rest is still to come
+        while self.wrap and cut and self._wrapped(buf[buf.rfind(b"\n", 0, cut - 1) + 1:cut - 1]):
+            cut = buf.rfind(b"\n", 0, cut - 1) + 1  # pieces of a wrapped line whose rest is still to come
         self.pending = buf[cut:]
         if len(self.pending) > 1 << 20:  # a huge line with no newline yet: analyse its start, drop the rest
             self.pending = self.pending[: 1 << 16]
@@ -192,7 +192,8 @@ class Analyzer:
             nl = region.find(b"\n", pos)
             self.line_no += 1
             raw, first = decode(region[pos:nl]), self.line_no
-            while self.wrap and self._wrapped(raw) and nl + 1 < end:  # a line a terminal broke: one line
+            piece = raw
+            while self.wrap and self._wrapped(piece) and nl + 1 < end:  # a line a terminal broke: one line
                 pos, nl = nl + 1, region.find(b"\n", nl + 1)
                 piece = decode(region[pos:nl])
                 got = self.framing.split(piece) if self.framing is not None else None  # a collector's head on each piece

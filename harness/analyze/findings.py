@@ -284,9 +284,9 @@ def _said(seg, pb: Playbook) -> str:
         return f"{seg.frames[i].strip()}: {code}" if code else seg.frames[i].strip()
     inner = len(seg.frames) - 1
     work = naming_frame(pb, seg.frames, seg.code)
-    if work is None:  # no function names the work: where the program's own code made the call
-        work = next((i for i in range(inner, -1, -1) if not LIBRARY_FILE.search(FRAME.match(seg.frames[i])[1])
-                     ), None) if all(FRAME.match(fr) for fr in seg.frames) else None
+    if work is None and all(FRAME.match(fr) for fr in seg.frames):  # no function names the work:
+        own = [i for i, fr in enumerate(seg.frames) if not LIBRARY_FILE.search(FRAME.match(fr)[1])]
+        work = own[-1] if own else None  # where the program's own code made the call
     return at(inner) if work in (None, inner) else f"{at(inner)}, in {at(work)}"
 
 

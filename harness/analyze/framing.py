@@ -74,13 +74,14 @@ class Envelope:
 # A paste a terminal hard-wrapped (copied from a multiplexer's screen, an issue's wrapped code block):
 # every long line broken at the terminal's width, mid-word, into physical lines of exactly that many
 # characters and a shorter rest. Learned as a width that lines of the sample beginning WRAP_LINES
-# different ways reach and none passes, at least MIN_WIDTH: lines of one format all that wide (a
+# different ways (in shape: digits as digits) reach and none passes, at least MIN_WIDTH: lines of one format all that wide (a
 # trainer's fixed-width timing line, a collector's cut at a width, each `(task, pid=…) …`) begin alike,
 # and a table's rows (`| … |`) end on a border; the pieces of wrapped lines begin anywhere.
 MIN_WIDTH = 80
 WRAP_LINES = 3
 BEGINNING = 12  # the characters two lines begin alike by
 _BORDERS = frozenset("|+║│┃╗╝┐┘")
+_DIGITS = re.compile(r"\d")
 
 
 def wrap_width(texts: list[str], framing=None) -> int | None:
@@ -88,7 +89,8 @@ def wrap_width(texts: list[str], framing=None) -> int | None:
     the lines' beginnings are read after the `framing` a collector put on each."""
     widest = max(map(len, texts), default=0)
     at = [t for t in texts if len(t) == widest and t.rstrip()[-1:] not in _BORDERS]
-    begins = {(got[1] if framing is not None and (got := framing.split(t)) else t)[:BEGINNING] for t in at}
+    begins = {_DIGITS.sub("9", (got[1] if framing is not None and (got := framing.split(t)) else t)[:BEGINNING])
+              for t in at}  # in shape: `step 1` and `step 2` begin alike
     return widest if widest >= MIN_WIDTH and len(begins) >= WRAP_LINES else None
 
 
