@@ -256,3 +256,15 @@ def test_lines_of_one_format_or_a_table_as_wide_as_each_other_are_no_wrap():
     assert wrap_width(table) is None
     pieces = hard_wrapped(WIDE, 80).splitlines()
     assert wrap_width(pieces) == 80
+
+
+def test_pieces_of_a_wrapped_line_held_for_their_rest_are_read_when_the_log_goes_quiet(pb):
+    """A followed log whose last line so far is a full-width piece: it waits for its rest, and is
+    read as it is when the log goes quiet (a run that stopped printing there)."""
+    pieces = hard_wrapped(WIDE, 80).splitlines(keepends=True)
+    assert len(pieces[-1].rstrip("\n")) < 80 and len(pieces[-2].rstrip("\n")) == 80
+    a = Analyzer(pb)
+    a.feed("".join(pieces[:-1]).encode())
+    assert pieces[-2].rstrip("\n") not in "\n".join(a.tail)  # held: its rest may still come
+    a.quiet()
+    assert a.tail[-1].endswith(pieces[-2].rstrip("\n")), a.tail[-3:]

@@ -170,7 +170,11 @@ class Analyzer:
 
     def quiet(self) -> list[Event]:
         """The log has been quiet for a while (the caller's clock says so): close open error
-        blocks, whose continuation would have come at once. Feeding may go on afterwards."""
+        blocks, whose continuation would have come at once, and read the pieces of a wrapped line
+        held for their rest. Feeding may go on afterwards."""
+        if (cut := self.pending.rfind(b"\n") + 1) > 0:  # (only a wrapped line's pieces wait whole in it)
+            held, self.pending = self.pending[:cut], self.pending[cut:]
+            self._region(held)
         self._flush_dicts()
         for blk in self.blocks.close_all():
             self._block_closed(blk)
