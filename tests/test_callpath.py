@@ -746,6 +746,13 @@ def test_where_errors_of_a_family_arise_says_more_than_a_process_name(pb):
            "with error: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED"]
     union = load_playbook(None)
     assert stage_of(union, log)[0] == 1
+    # a module a generation worker cannot import: it fails as it is created; imported inside a
+    # phase's call (its frames say so), that phase's
+    missing = "ModuleNotFoundError: No module named 'tinyengine'"
+    assert stage_of(union, [f"(GenerationWorker pid=5) {missing}"])[0] == 1
+    lazy = ["Traceback (most recent call last):", '  File "/srv/tinyrl/engine.py", line 88, in update_weights',
+            "    import tinyengine", missing]
+    assert stage_of(union, lazy)[0] == 2
 
 
 def test_a_block_of_wrappers_only_is_rooted_in_its_innermost():
