@@ -250,28 +250,28 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
     inside = blk.at_end and not blk.gap and len(frames) > 1 and all(", in " in fr for fr in frames)
     if blk.innermost_first or (not frames and not blk.ipython) or (head is None and not inside):
         return None
+    named = ""  # the exception's type, when the log names it
     if not frames:  # IPython's head names the exception's type: all there is of it
-        exc = head.text.split()[0].rsplit(".", 1)[-1]
+        named = head.text.split()[0].rsplit(".", 1)[-1]
         text = f"{head.text} (cut short after its head)"
-        f = Finding(key=f"{CUT_SHORT}{canonical(text)}", line_no=head.no, text=text, category=family(pb, exc, text)[0],
-                    exception=exc, procs={blk.proc}, lines=[ln.text for ln in blk.lines], context=blk.context, role="cause")
-        _place_in(f, pb, blk, seg, "", "")
-        return f
-    said = _said(seg, pb) if seg is not None and seg.frames else frames[-1]
-    logged = blk.context[-1] if head is not None and head.no == blk.start_no and blk.context else ""
-    record = make_line(0, logged, pb.prefixes)
-    logged = record.text  # as the log's own lines read: no Ray or rank prefix
-    pasted = PASTED_EXC.search(logged)  # (after whatever framing the log's lines carry)
-    # the level may be in the logger's prefix, peeled (vLLM's `ERROR 12-18 15:51:23 [core.py:710] `)
-    if pasted or LOGGED_ERROR.search(logged) or LEVEL_ERROR.search(record.prefix):
-        exc = pasted["type"] if pasted else ""
-        text, category = f"{logged} (its traceback cut short after {said})", family(pb, exc, logged)[0]
+        category = family(pb, named, text)[0]
     else:
-        text, category = f"{head.text if head else 'Traceback'} (cut short after {said})", "other"
+        said = _said(seg, pb) if seg is not None and seg.frames else frames[-1]
+        logged = blk.context[-1] if head is not None and head.no == blk.start_no and blk.context else ""
+        record = make_line(0, logged, pb.prefixes)
+        logged = record.text  # as the log's own lines read: no Ray or rank prefix
+        pasted = PASTED_EXC.search(logged)  # (after whatever framing the log's lines carry)
+        # the level may be in the logger's prefix, peeled (vLLM's `ERROR 12-18 15:51:23 [core.py:710] `)
+        if pasted or LOGGED_ERROR.search(logged) or LEVEL_ERROR.search(record.prefix):
+            exc = pasted["type"] if pasted else ""
+            text, category = f"{logged} (its traceback cut short after {said})", family(pb, exc, logged)[0]
+        else:
+            text, category = f"{head.text if head else 'Traceback'} (cut short after {said})", "other"
     entries = [e for s in blk.segments for e in with_calls(pb, s.frames, s.code)]
     f = Finding(key=f"{CUT_SHORT}{canonical(text)}", line_no=(head or blk.lines[0]).no, text=text,
-                category=category if category != "other" else frame_family(pb, entries), procs={blk.proc},
-                lines=[ln.text for ln in blk.lines], context=blk.context, role="cause" if head else "downstream")
+                category=category if category != "other" else frame_family(pb, entries), exception=named,
+                procs={blk.proc}, lines=[ln.text for ln in blk.lines], context=blk.context,
+                role="cause" if head else "downstream")
     _place_in(f, pb, blk, seg, "", "")
     return f
 

@@ -49,13 +49,7 @@ def generic_metrics(text: str, keys: dict[str, re.Pattern]) -> dict[str, float]:
     """`parse_metrics` of a line of that shape (empty if it is not one)."""
     if GENERIC.search(text) is None or not reports(text):
         return {}
-    out = parse_metrics(text, keys)
-    for name, rx in GENERIC_KEYS.items():
-        if name not in out:
-            pm = next((pm for pm in _PAIR.finditer(text) if rx.fullmatch(pm.group("key").strip())), None)
-            if pm is not None:
-                out[name] = float(pm.group("val"))
-    return out
+    return parse_metrics(text, GENERIC_KEYS) | parse_metrics(text, keys)  # a playbook's key over a last word
 
 
 def parse_metrics(text: str, keys: dict[str, re.Pattern]) -> dict[str, float]:
