@@ -149,6 +149,10 @@ class SessionView:
             self.doing = ev["text"]
         else:
             line = event_line(ev)
+        self.say(line)
+
+    def say(self, line) -> None:
+        """Print a line (None: only redraw the footer); a reader gone away moves the view on, never ends the run."""
         try:
             if line is not None:
                 self.console.print(line)

@@ -89,11 +89,13 @@ def test_a_controller_error_is_an_end_with_its_cause(tmp_path):
     assert (home / "sessions" / sid / "report.md").is_file()
 
 
-def _foreground(tmp_path: Path, out) -> tuple[subprocess.Popen, Path, str]:
+def _foreground(tmp_path: Path, out, close_first: bool = False) -> tuple[subprocess.Popen, Path, str]:
     home = tmp_path / "home"
     env = dict(os.environ, HARNESS_HOME=str(home))
     p = subprocess.Popen([str(HARNESS), "run", str(long_run_spec(tmp_path)), "--offline"], stdin=subprocess.DEVNULL,
                          stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    if close_first:  # before the controller wrote its first line: that line, not a later one, meets the closed pipe
+        p.stdout.close()
     sid = wait_for(lambda: sessions(home)[0] if (home / "sessions").is_dir() and sessions(home) else None, "the session")
     return p, home, sid
 
@@ -124,8 +126,8 @@ def test_a_foreground_run_outlives_its_terminal_and_stops_cleanly_on_sigterm(tmp
 
 
 def test_a_foreground_run_whose_pipe_closes_goes_on(tmp_path):
-    p, home, sid = _foreground(tmp_path, subprocess.PIPE)
-    p.stdout.close()  # `harness run | tee` and tee died: no SIGHUP, the next line meets a closed pipe
+    # `harness run | tee` and tee died: no SIGHUP, the next line meets a closed pipe
+    p, home, sid = _foreground(tmp_path, subprocess.PIPE, close_first=True)
     _goes_on_then_stops_on_sigterm(tmp_path, p, home, sid, "the output could not be written")
 
 

@@ -56,8 +56,8 @@ def run(
         typer.echo(f"session {directory.name} started in the background (pid {pid}) on {spec.host}:{spec.workdir}; "
                    f"watch: harness status {directory.name}")
         return
-    _console().print(f"session {directory.name} ({directory}) — {spec.host}:{spec.workdir}")
-    run_session_fg(directory, offline, spec)
+    run_session_fg(directory, offline, spec,
+                   header=f"session {directory.name} ({directory}) — {spec.host}:{spec.workdir}")
 
 
 def check_playbook(spec) -> None:
@@ -68,8 +68,9 @@ def check_playbook(spec) -> None:
     load_playbook(spec.playbooks or None)
 
 
-def run_session_fg(directory: Path, offline: bool, spec=None) -> None:
-    """Run (or resume) a session in this process, holding its lock, with the live view."""
+def run_session_fg(directory: Path, offline: bool, spec=None, header: str | None = None) -> None:
+    """Run (or resume) a session in this process, holding its lock, with the live view (which
+    prints `header` first: a pipe closed before even that line does not end the session)."""
     import asyncio
     import os
 
@@ -86,6 +87,8 @@ def run_session_fg(directory: Path, offline: bool, spec=None) -> None:
         lost = functools.partial(lose_terminal, directory)  # its terminal or pipe went away: on into controller.log
         with SessionView(cli_console(ViewConsole), spec.budgets, on_lost=lost) as view:
             hung_up = functools.partial(view.lost, "the terminal hung up (SIGHUP)")
+            if header:
+                view.say(header)
             asyncio.run(run_spec(spec, directory, offline=offline, ui=view,
                                  on_session=lambda s: install_stop(s, directory, on_hangup=hung_up)))
     except asyncio.CancelledError:  # a signal stopped it (install_stop): its end is journaled like any other
