@@ -940,3 +940,22 @@ def test_a_record_of_the_call_that_failed_before_a_traceback_cut_short_is_its_me
     # a record that names no failure is not the traceback's message
     v = verdict_of(pb, ["(Rollout pid=1) refreshing weights"] + log[1:])
     assert v["root_cause"]["text"].startswith("Traceback"), v["root_cause"]
+
+
+def test_an_error_no_frame_places_is_where_its_own_words_say_outside_what_it_quotes(pb):
+    """No frame, process or marker says where: the program's message names the operation it
+    stopped (a generation, a weight sync, a reward); what it quotes is a symbol, which code names
+    wherever it is built; a library family's fixed text says nothing of where."""
+    def alone(error):
+        return stage_of(pb, ["Traceback (most recent call last):",
+                             '  File "/srv/tinyrl/driver.py", line 12, in <module>', "    main()",
+                             '  File "/srv/tinyrl/driver.py", line 9, in main', "    go(cfg)", error])[0]
+
+    assert alone("TimeoutError: Batch 62 generation timed out after 300.0s") == 2
+    assert alone("RuntimeError: start_weight_update called while a weight update is already active.") == 2
+    assert alone("ValueError: failed to compute the reward of sample 3: the answer has no boxed part") == 5
+    assert alone("RuntimeError: old log prob of 2 sequences is inf") == 6
+    assert alone("AttributeError: 'RewardManager' object has no attribute 'compute_score'") == 1  # quoted: symbols
+    assert alone("KeyError: 'key \"responses\" not found in TensorDict with keys [\\'advantages\\']'") == 1
+    assert alone("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. See the documentation "
+                 "for Memory Management and PYTORCH_CUDA_ALLOC_CONF (environment variables)") == 1

@@ -276,6 +276,24 @@ def phase_under_way(an, line_no: int, lines: list[str], named: int | None = None
     return under_way(an, line_no)
 
 
+# What a message quotes names a symbol (`'reward_model'`, `'WeightUpdateMeta'`, a KeyError's key),
+# which code mentions wherever it is built or used; the words outside the quotes describe the
+# operation that failed (`Batch 62 generation timed out`, `a weight update is already active`).
+# A family's message (a signature's: CUDA's out-of-memory report, NCCL's watchdog) is a library's
+# fixed text about a resource, wherever it ran out (`environment variables` in torch's OOM advice).
+QUOTED = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|`[^`]*`""")
+
+
+def message_stage(pb, root: Finding) -> int | None:
+    """The stage of work an exception's message names, outside what it quotes, when no family's
+    signature matched it: where a failure that no frame, process or marker places happened (the
+    program's own message describes the operation it stopped)."""
+    _, head, message = root.text.partition(f"{root.exception}: ")
+    if root.signature or not root.exception or not head:
+        return None
+    return named_stage(pb, QUOTED.sub(" ", message))
+
+
 def said_stage(an) -> int | None:
     """The stage of work a silent run's last line names — its words, else its process's name
     (`[Rollout] Finish generating sequences.`, `(AgentLoopWorker pid=1) … Execution failed: …`,
@@ -327,6 +345,8 @@ def build_verdict(an, now: float | None) -> dict:
         if stage is None or root.by_context or root.guessed:  # a stage under way says more than a process's
             # name, the callers or a training loop
             stage = phase_under_way(an, root.line_no, root.context + root.lines[:1], stage) or stage
+        if stage is None and (stage := message_stage(an.pb, root)) is not None:
+            root = replace(root, guessed=True)  # words, not a path: the lifecycle bounds them
         # the lifecycle bounds only a stage nothing names or a loop's guess: a path's or a signature's stands
         floor = max(first_pass(an.reached, root.line_no), set_up([root.text])) if stage is None or root.guessed else 0
         failed = lifecycle_stage(stage, top, floor)
