@@ -51,6 +51,19 @@ def test_digest_is_bounded_and_keeps_the_essentials():
     assert "failed_stage=6 (training_data)" in d
 
 
+def test_a_short_log_s_last_lines_reach_the_digest_whole():
+    """A run silent after what it printed: the digest's tail holds its last lines — beyond the 20 the
+    verdict reads (a py-spy dump pasted after the line that matters) — and each whole while the
+    budget holds them (a step's metrics, the telling value last)."""
+    metrics = "{" + ", ".join(f"'metric/m{i}': 0.{i:04d}" for i in range(60)) + ", 'rewards/format_reward': 0.0}"
+    dump = [f"    frame_{i} (pkg/mod_{i}.py:{i})" for i in range(35)]
+    d, _ = digest_of("\n".join(["step 1 started", metrics, "| 30%   41C  P8  18W / 230W |  18528MiB / 24564MiB |",
+                                 "Thread 1 (idle): \"MainThread\"", *dump]) + "\n")
+    tail = d.split("## tail")[1]
+    assert metrics in tail and "18528MiB / 24564MiB" in tail and dump[-1].strip() in tail
+    assert len(metrics) > 400  # longer than a line other lines are clipped to when the budget is short
+
+
 def test_secrets_never_reach_the_digest():
     d, a = digest_of(oom_log(noise=5), 4000)
     assert "<redacted" in d or "<private-key>" in d

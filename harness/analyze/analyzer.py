@@ -35,7 +35,8 @@ _GATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # playbook ->
 STALE_BLOCK_LINES = 64  # an open block with no continuation for this many lines is closed
 CONTEXT_LINES = 8
 CHUNK_SAMPLE = 1 << 20  # bytes of a log's start its framing is learned from, at most
-TAIL_LINES = 20
+TAIL_LINES = 20  # the run's last lines its verdict reads (what it said last, a bar still counting)
+DIGEST_LINES = 50  # the last lines kept for the digest (its budget, ~16k characters, holds about as many): a short log whole
 MAX_WARNINGS = 50
 ONE_LINE_RULES = ("nonfinite",)  # the metric rules a line of no playbook's shape is held to
 KNOWN_TEXT, KNOWN_MAX = 400, 4096  # texts whose facts are kept (short ones), how many (~2 MB)
@@ -73,7 +74,7 @@ class Analyzer:
         self._history: dict[str, deque] = {}  # the last HISTORY finite values of each metric
         self.warnings: dict[str, list] = {}  # canonical -> [first line no, text, count]
         # The last lines read (raw bytes for lines the gate skipped, decoded only when used).
-        self.recent: deque[str | bytes] = deque(maxlen=TAIL_LINES)
+        self.recent: deque[str | bytes] = deque(maxlen=DIGEST_LINES)
         self.last_ts: float | None = None
         self.last_healthy_update: int | None = None  # line of the last actor update with sane metrics
         self.healthy_updates = 0  # how many actor updates had sane metrics (the pass rule counts them)
@@ -189,7 +190,7 @@ class Analyzer:
                 if start > pos:
                     skipped = region.count(b"\n", pos, start)
                     self.line_no += skipped
-                    self._remember(region, start, min(skipped, TAIL_LINES))
+                    self._remember(region, start, min(skipped, DIGEST_LINES))
                     pos = start
                     if pos >= end:
                         break
@@ -232,6 +233,11 @@ class Analyzer:
 
     @property
     def tail(self) -> list[str]:
+        return self.last_lines[-TAIL_LINES:]
+
+    @property
+    def last_lines(self) -> list[str]:
+        """The last DIGEST_LINES lines (the digest's tail: its budget decides how many it shows)."""
         return [x if isinstance(x, str) else shown(x) for x in self.recent]
 
     # ------------------------------------------------------------------ one line

@@ -5,6 +5,8 @@ the lines just before it, hints, other distinct errors, warnings that matter, an
 
 from __future__ import annotations
 
+import re
+
 from ..chain import STAGES
 from ..redact import redact
 
@@ -18,7 +20,11 @@ def _clip(line: str, limit: int = MAX_LINE) -> str:
 
 
 def _fit(lines: list[str], budget: int, keep_head: int = 6, limit: int = MAX_LINE) -> list[str]:
-    """Lines that fit in `budget` characters; a cut keeps the head and the tail with a note."""
+    """Lines that fit in `budget` characters: whole when they all fit (a step's metrics line is
+    long, its telling value often last), else each clipped to `limit`, and a cut keeps the head
+    and the tail with a note."""
+    if sum(len(x) + 1 for x in lines) <= budget:
+        return lines
     lines = [_clip(x, limit) for x in lines]
     if sum(len(x) + 1 for x in lines) <= budget:
         return lines
@@ -68,7 +74,11 @@ def build_digest(verdict: dict, an, max_tokens: int = 4000) -> str:
     if m["steps"]:
         sections.append(("metrics", [f"steps={m['steps']} last: " + ", ".join(f"{k}={v}" for k, v in m["last"].items())],
                          0.04))
-    sections.append(("tail", _no_noise(an, list(an.tail)), 1.0))
+    tail = _no_noise(an, an.last_lines)
+    if root is not None and len(root.lines) > 1:  # the error block once: not again as another rank printed it
+        once = {_shape(an, x) for x in root.lines}
+        tail = [x for x in tail if _shape(an, x) not in once]
+    sections.append(("tail", tail, 1.0))
     out: list[str] = []
     left = budget
     for i, (title, lines, share) in enumerate(sections):
@@ -86,6 +96,16 @@ def _no_noise(an, lines: list[str]) -> list[str]:
     from .lines import make_line
 
     return [x for x in lines if an.pb.match.first("noise", make_line(0, x, an.pb.prefixes, an.framing).text) is None]
+
+
+REPEATED = re.compile(r"\s*\[repeated #x across cluster\]")  # Ray's deduplication note, numbers masked
+
+
+def _shape(an, line: str) -> str:
+    """A line without its process's prefix, numbers or Ray's repeat note: equal across ranks."""
+    from .lines import canonical, make_line
+
+    return REPEATED.sub("", canonical(make_line(0, line, an.pb.prefixes, an.framing).text))
 
 
 def _root_finding(an, rc):
