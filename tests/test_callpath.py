@@ -957,5 +957,8 @@ def test_an_error_no_frame_places_is_where_its_own_words_say_outside_what_it_quo
     assert alone("RuntimeError: old log prob of 2 sequences is inf") == 6
     assert alone("AttributeError: 'RewardManager' object has no attribute 'compute_score'") == 1  # quoted: symbols
     assert alone("KeyError: 'key \"responses\" not found in TensorDict with keys [\\'advantages\\']'") == 1
+    assert alone("TimeoutError: Unable to reach the server within 30.0 seconds. You can increase this timeout by "
+                 "setting the X_SERVER_TIMEOUT environment variable.") == 1  # a setting, no RL environment
+    assert alone("RuntimeError: the environment returned no observation for turn 3") == 4
     assert alone("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. See the documentation "
                  "for Memory Management and PYTORCH_CUDA_ALLOC_CONF (environment variables)") == 1

@@ -16,7 +16,7 @@ SHARED = bool(cases(["realworld", "realworld2", "realworld3"]))  # ../shared/cor
 
 FLOORS = {
     ("realworld", "realworld2"): {"stage": 0.90, "category": 0.90, "digest": 1.0, "chosen": 0.92},
-    ("realworld3",): {"stage": 0.76, "category": 0.76, "digest": 0.92, "chosen": 0.84},  # 408: a silent start-up: other
+    ("realworld3",): {"stage": 0.76, "category": 0.76, "digest": 1.0, "chosen": 0.84},  # 408: a silent start-up: other
     ("realworld4",): {"stage": 0.86, "category": 0.75, "digest": 1.0, "chosen": 0.92},
     ("realworld5",): {"stage": 0.68, "category": 0.75, "digest": 1.0, "chosen": 0.86},  # 617: Avg Reward 0 every step, labelled other
     ("realworld6",): {"stage": 0.55, "category": 0.44, "digest": 1.0, "chosen": 0.66},
@@ -28,12 +28,12 @@ FLOORS = {
     ("realworld8",): {"stage": 0.35, "category": 0.55, "digest": 1.0, "chosen": 0.55},
     ("realworld9",): {"stage": 0.71, "category": 0.66, "digest": 1.0, "chosen": 0.76},
     ("realworld10",): {"stage": 0.68, "category": 0.68, "digest": 1.0, "chosen": 0.86},
-    ("realworld11",): {"stage": 0.68, "category": 0.45, "digest": 1.0, "chosen": 0.86},
-    ("realworld12",): {"stage": 0.66, "category": 0.76, "digest": 0.95, "chosen": 0.94},
+    ("realworld11",): {"stage": 0.72, "category": 0.45, "digest": 1.0, "chosen": 0.86},
+    ("realworld12",): {"stage": 0.66, "category": 0.76, "digest": 1.0, "chosen": 0.94},
     ("realworld13",): {"stage": 0.93, "category": 0.50, "digest": 1.0, "chosen": 0.80},
-    ("realworld14",): {"stage": 0.40, "category": 0.60, "digest": 0.90, "chosen": 0.70},
-    ("realworld15",): {"stage": 0.64, "category": 0.52, "digest": 1.0, "chosen": 0.88},
-    ("realworld16",): {"stage": 0.55, "category": 0.55, "digest": 0.77, "chosen": 0.55},
+    ("realworld14",): {"stage": 0.40, "category": 0.60, "digest": 1.0, "chosen": 0.70},
+    ("realworld15",): {"stage": 0.70, "category": 0.52, "digest": 1.0, "chosen": 0.88},
+    ("realworld16",): {"stage": 0.55, "category": 0.55, "digest": 1.0, "chosen": 0.55},
     ("realworld17",): {"stage": 0.38, "category": 0.61, "digest": 1.0, "chosen": 0.77},
     ("realworld18",): {"stage": 0.77, "category": 0.38, "digest": 1.0, "chosen": 0.72},
 }
