@@ -31,7 +31,7 @@ FLOORS = {
     ("realworld11",): {"stage": 0.72, "category": 0.45, "digest": 1.0, "chosen": 0.86},
     ("realworld12",): {"stage": 0.66, "category": 0.76, "digest": 1.0, "chosen": 0.94},
     ("realworld13",): {"stage": 0.93, "category": 0.50, "digest": 1.0, "chosen": 0.80},
-    ("realworld14",): {"stage": 0.40, "category": 0.60, "digest": 1.0, "chosen": 0.70},
+    ("realworld14",): {"stage": 0.40, "category": 0.70, "digest": 1.0, "chosen": 0.75},
     ("realworld15",): {"stage": 0.70, "category": 0.52, "digest": 1.0, "chosen": 0.88},
     ("realworld16",): {"stage": 0.55, "category": 0.55, "digest": 1.0, "chosen": 0.55},
     ("realworld17",): {"stage": 0.38, "category": 0.61, "digest": 1.0, "chosen": 0.77},

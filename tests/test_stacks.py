@@ -102,6 +102,24 @@ def test_a_process_waiting_in_ray_get_waits_where_the_program_called_it():
     assert hung_verdict(["starting the next step"] + idle)["root_cause"]["text"] == "main_loop (ray/_private/worker.py:974)"
 
 
+def test_a_silent_run_ending_on_a_cpp_backtrace_names_its_innermost_named_frame():
+    """c10's backtrace (`frame #N: symbol + 0xOFF (0xADDR in lib)`, innermost first) whose head was
+    lost: the run stopped in what its innermost frame of named code is — NCCL's watchdog checking a
+    collective's timeout —, not in the C library's thread start the backtrace ends with."""
+    lib = "/venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so"
+    back = ["(PolicyWorker pid=9) frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x98 (0x7f01 in libc10.so)",
+            f"(PolicyWorker pid=9) frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout() + 0x247 (0x7ce2 in {lib})",
+            f"(PolicyWorker pid=9) frame #2: c10d::ProcessGroupNCCL::Watchdog::runLoop() + 0x1591 (0x7ce3 in {lib})",
+            "(PolicyWorker pid=9) frame #3: <unknown function> + 0xd3b65 (0x7d12 in /usr/lib/libstdc++.so.6)",
+            "(PolicyWorker pid=9) frame #4: <unknown function> + 0x94ac3 (0x7d13 in /usr/lib/x86_64-linux-gnu/libc.so.6)"]
+    rc = hung_verdict(["step 3: reward 0.41", "(Trainer pid=1) sequences before padding: 1280"] + back)["root_cause"]
+    assert rc["text"].startswith("frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout"), rc
+    assert rc["category"] == "distributed_comm_hang", rc
+    # a backtrace of nothing named says no more than its last line
+    rc = hung_verdict(["starting the next step"] + back[3:])["root_cause"]
+    assert rc["text"].startswith("frame #4: <unknown function>") and rc["category"] == "other", rc
+
+
 def test_the_line_after_a_dump_is_read_as_any_other():
     """A traceback that begins right after a dump's last frame keeps its head: its exception is the
     crash's root, not the dump's stack."""

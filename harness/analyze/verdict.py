@@ -129,12 +129,31 @@ def _peeled(an) -> list:
     return [ln for t in an.tail if (ln := make_line(0, t, an.pb.prefixes, an.framing)).text.strip()]
 
 
+# c10's backtrace of a C++ exception (c10/util/Backtrace.cpp: `frame #N: symbol + 0xOFF (0xADDR in
+# library)`, innermost first; frame #0 is c10's own error constructor or check): a run whose last
+# lines are one (its `Exception raised from …` head cut off or lost) says what failed by its
+# innermost frame of named code — ProcessGroupNCCL's watchdog (`WorkNCCL::checkTimeout`) is a
+# collective's timeout — not by the C library's thread start it ends with.
+CPP_FRAME = re.compile(r"^frame #\d+: ")
+CPP_UNNAMED = re.compile(r"^frame #\d+: (?:<unknown function>|(?:c10::)?(?:Error::Error|detail::|Warning::)|\?\?)")
+
+
+def _backtrace_said(texts: list[str]) -> list[str]:
+    """`texts` with a C++ backtrace they end on read as its innermost frame of named code."""
+    start = len(texts)
+    while start > 0 and CPP_FRAME.match(texts[start - 1]):
+        start -= 1
+    named = [t for t in texts[start:] if not CPP_UNNAMED.match(t)]
+    return texts[:start] + named[:1] if named else texts
+
+
 def _last_said(an) -> tuple[list[str], str, list[str]]:
     """A run's last lines (`_peeled`), the one that says most of them, and the error families they
     belong to (nearest the end first)."""
     lines = _peeled(an)
     tail = [ln.text for ln in lines[-3:]]
-    said = [ln.text for ln in _not_warned(lines)] or tail  # a warning says what went on, not where it stopped
+    # a warning says what went on, not where it stopped
+    said = _backtrace_said([ln.text for ln in _not_warned(lines)]) or tail
     # A server's access-log line of a request it answered (uvicorn's `"GET /v1/models HTTP/1.1" 200 OK`,
     # as vLLM's and SGLang's OpenAI servers print it) says the server is fine: the waiting is in what
     # printed before it, whichever process happened to flush last.
