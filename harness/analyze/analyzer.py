@@ -226,19 +226,23 @@ class Analyzer:
     def _keep(self, text: str) -> None:
         self.recent.append(text)
 
+    def _last(self, n: int) -> list[str]:
+        """The last `n` lines read, as shown (only those decoded)."""
+        return [x if isinstance(x, str) else shown(x) for x in list(self.recent)[-n:]]
+
     @property
     def context(self) -> list[str]:
         """The lines just before the current one."""
-        return [x if isinstance(x, str) else shown(x) for x in list(self.recent)[-CONTEXT_LINES:]]
+        return self._last(CONTEXT_LINES)
 
     @property
     def tail(self) -> list[str]:
-        return self.last_lines[-TAIL_LINES:]
+        return self._last(TAIL_LINES)
 
     @property
     def last_lines(self) -> list[str]:
         """The last DIGEST_LINES lines (the digest's tail: its budget decides how many it shows)."""
-        return [x if isinstance(x, str) else shown(x) for x in self.recent]
+        return self._last(DIGEST_LINES)
 
     # ------------------------------------------------------------------ one line
 
