@@ -5,8 +5,6 @@ the lines just before it, hints, other distinct errors, warnings that matter, an
 
 from __future__ import annotations
 
-import re
-
 from ..chain import STAGES
 from ..redact import redact
 
@@ -98,14 +96,12 @@ def _no_noise(an, lines: list[str]) -> list[str]:
     return [x for x in lines if an.pb.match.first("noise", make_line(0, x, an.pb.prefixes, an.framing).text) is None]
 
 
-REPEATED = re.compile(r"\s*\[repeated #x across cluster\]")  # Ray's deduplication note, numbers masked
-
-
 def _shape(an, line: str) -> str:
-    """A line without its process's prefix, numbers or Ray's repeat note: equal across ranks."""
+    """A line without its process's prefix, numbers or Ray's repeat note (make_line takes it off):
+    equal across ranks."""
     from .lines import canonical, make_line
 
-    return REPEATED.sub("", canonical(make_line(0, line, an.pb.prefixes, an.framing).text))
+    return canonical(make_line(0, line, an.pb.prefixes, an.framing).text)
 
 
 def _root_finding(an, rc):
