@@ -74,10 +74,11 @@ def _norm(s: str) -> str:
 def _bare(line: str, framing=None) -> str:
     """A labelled line as the analyzer reads it: the framing its log carries (a quoted paste's
     `> `) and the prefixes the shipped playbooks peel (Ray's, ranks', loggers', a framework's
-    `[date time] `) removed."""
-    from harness.analyze.lines import make_line
+    `[date time] `) removed; of a line printed after a progress bar on the same line, that line."""
+    from harness.analyze.lines import make_line, unglued
     from harness.playbook import load_playbook
-    return _norm(make_line(0, line, load_playbook(None).prefixes, framing).text)
+    prefixes = load_playbook(None).prefixes
+    return _norm(unglued(make_line(0, line, prefixes, framing), prefixes)[-1].text)
 
 
 # how a log reads when collected another way: each line (with its number) as that tool prints it

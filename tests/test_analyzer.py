@@ -1146,3 +1146,32 @@ def test_torch_npu_s_error_header_says_which_sub_module_failed(code, category):
     """torch_npu's header names its sub-module (00 PTA, 01 OPS, 02 DIST): alone, it says that much."""
     v, _ = run(load_playbook("ascend"), f"[ERROR] 2026-01-02-10:45:23 (PID:1307, Device:0, RankID:8) {code}\n")
     assert v["root_cause"]["category"] == category, v["root_cause"]
+
+
+def test_a_line_printed_after_a_progress_bar_on_its_line_is_read_as_a_line_of_its_own():
+    """tqdm redraws its bar with `\\r` and ends the line only when the bar closes: what another
+    thread or process of the stream prints meanwhile follows the bar's `]` on the same line. It is
+    read as the line it is, its own prefix peeled (another writer's: no process when it names none,
+    as a Ray worker's bar in the driver's terminal is followed by the driver's traceback); a bar followed by Ray's
+    repeat note, or by nothing, stays one line."""
+    p = load_playbook(None)
+    bar = "\rrollout:  40%|████      | 4/10 [01:02<01:33, 15.6s/it]"
+    cases = [  # (what lands after the bar, category, outcome)
+        ("/opt/job/launch.sh: line 41: 90817 Killed                  python3 -m tinyrl.train", "oom", "crash"),
+        ("[rank3]:[E1205 02:14:07.113 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught collective operation "
+         "timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+         "600412 milliseconds before timing out.", "distributed_comm_hang", "hang"),
+        ("{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-06, 'reward': 0.41, 'epoch': 0.02}", "precision_dtype",
+         "wrong_result"),
+    ]
+    for glued, category, outcome in cases:
+        v, _ = run(p, ENGINE + f"(WorkerDict pid=7) {bar}{glued}\n")
+        rc = v["root_cause"]
+        assert (rc["category"], v["outcome"]) == (category, outcome), (glued, rc, v["outcome"])
+        assert rc["text"].startswith(glued.split("] ", 1)[-1][:20]) and "%|" not in rc["text"], rc["text"]
+    from harness.analyze.lines import make_line, unglued
+    one = make_line(1, f"(WorkerDict pid=7) {bar} [repeated 4x across cluster]", p.prefixes)
+    assert [ln.text for ln in unglued(one, p.prefixes)] == [one.text] and one.repeat == 4
+    shown = bar.lstrip("\r")
+    two = unglued(make_line(1, f"(WorkerDict pid=7) {shown}ValueError: bad prompt", p.prefixes), p.prefixes)
+    assert [(ln.text, ln.proc) for ln in two] == [(shown, ":7"), ("ValueError: bad prompt", "")]

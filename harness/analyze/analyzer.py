@@ -21,7 +21,7 @@ from .blocks import Block, BlockAssembler
 from .findings import Finding, finding_from_block, finding_from_line, metric_finding
 from .framing import MIN_LINES, SAMPLE_LINES, learn, wrap_width
 from .gate import Gate, build_gate
-from .lines import Line, as_shown, canonical, clean, decode, make_line, peel, shown
+from .lines import Line, as_shown, canonical, clean, decode, make_line, peel, shown, unglued
 from .metrics import DICT_ITEM, DICT_LINES, DICT_OPEN, GENERIC_WORDS, HISTORY, generic_metrics, parse_metrics, violates
 from .stacks import collective
 from .verdict import build_verdict
@@ -203,7 +203,8 @@ class Analyzer:
                 piece = decode(region[pos:nl])
                 got = self.framing.split(piece) if self.framing is not None else None  # a collector's head on each piece
                 raw, self.line_no = raw + (got[1] if got else piece), self.line_no + 1
-            self._line(make_line(first, raw, self.pb.prefixes, self.framing))
+            for line in unglued(make_line(first, raw, self.pb.prefixes, self.framing), self.pb.prefixes):
+                self._line(line)
             pos = nl + 1
 
     def _wrapped(self, raw: bytes | str) -> bool:

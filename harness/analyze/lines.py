@@ -130,6 +130,27 @@ def make_line(no: int, raw: str, prefixes: list[re.Pattern], framing=None) -> Li
     return Line(no, body, proc, f.get("actor", ""), rank, repeat, prefix)
 
 
+# A progress bar with another writer's line after it: tqdm redraws its bar with `\r` and ends the
+# line only when the bar closes, so whatever another thread or process of the same stream prints
+# meanwhile lands after the bar's closing `]` (tqdm std.py format_meter: `{l_bar}{bar}| {n_fmt}/
+# {total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]`). The shell's `Killed`, a watchdog's
+# line, a logger's record, a trainer's metrics: each is a line of its own, read as one.
+GLUED = re.compile(r"\| *[\d.]+[kMGT]?/[\d.?]+[kMGT]? \[[^\]]*\](?=\S)")
+
+
+def unglued(line: Line, prefixes: list[re.Pattern]) -> list[Line]:
+    """The line, or the bar and each line printed after it, with its own prefixes peeled: another
+    writer's (a Ray worker's bar in the driver's terminal, then the driver's traceback or the
+    shell's `Killed`), no process when it names none."""
+    if "/" not in line.text or "| " not in line.text or not (m := GLUED.search(line.text)):
+        return [line]
+    bar, rest = line.text[: m.end()], line.text[m.end():]
+    if _REPEAT.fullmatch(rest) or not rest.strip():
+        return [line]
+    after = make_line(line.no, rest, prefixes)
+    return [Line(line.no, bar, line.proc, line.actor, line.rank, line.repeat, line.prefix), *unglued(after, prefixes)]
+
+
 # rich's tracebacks (rich.traceback, typer's pretty exceptions): a panel titled `Traceback (most recent
 # call last)`, each frame as `│ path:N in func │` (`│ in func:N │` when the file is not on that
 # host), the running line of its code marked `❱` (`>` in ASCII boxes), then the exception at column 0.
