@@ -1175,3 +1175,19 @@ def test_a_line_printed_after_a_progress_bar_on_its_line_is_read_as_a_line_of_it
     shown = bar.lstrip("\r")
     two = unglued(make_line(1, f"(WorkerDict pid=7) {shown}ValueError: bad prompt", p.prefixes), p.prefixes)
     assert [(ln.text, ln.proc) for ln in two] == [(shown, ":7"), ("ValueError: bad prompt", "")]
+
+
+def test_an_error_no_family_names_raised_while_a_record_is_read_or_encoded_is_the_record_s_shape():
+    """The frames, not the message: a bare assertion in a dataset's __getitem__, a collate_fn or a
+    template's encode is data_format; the same assertion elsewhere says nothing of its class."""
+    p = load_playbook("base")
+
+    def crash(funcs):
+        frames = "".join(f'  File "/srv/tinyrl/{f}.py", line {i + 3}, in {f}\n    x = step{i}()\n' for i, f in enumerate(funcs))
+        return f"Traceback (most recent call last):\n{frames}AssertionError: turn 3 has no content\n"
+    for funcs in (("main", "fetch", "__getitem__", "check_turn"), ("main", "collate_fn", "pad_turns"),
+                  ("main", "_encode_turns", "check_turn")):
+        v, _ = run(p, crash(funcs))
+        assert v["root_cause"]["category"] == "data_format", (funcs, v["root_cause"])
+    v, _ = run(p, crash(("main", "schedule", "check_turn")))
+    assert v["root_cause"]["category"] == "other", v["root_cause"]
