@@ -1191,3 +1191,14 @@ def test_an_error_no_family_names_raised_while_a_record_is_read_or_encoded_is_th
         assert v["root_cause"]["category"] == "data_format", (funcs, v["root_cause"])
     v, _ = run(p, crash(("main", "schedule", "check_turn")))
     assert v["root_cause"]["category"] == "other", v["root_cause"]
+
+
+def test_a_message_that_ends_in_not_supported_is_an_option_the_code_refuses():
+    p = load_playbook("base")
+    for line, category in [("RuntimeError: Speculative decoding and pipeline parallelism are currently not supported.",
+                            "config_mismatch"),
+                           ("ValueError: LoRA is not supported with expert parallelism", "config_mismatch"),
+                           ("RuntimeError: CUDA error: operation not supported", "device_runtime_error"),
+                           ("ValueError: not supported values remain in the batch: 3", "other")]:
+        v, _ = run(p, f"Traceback (most recent call last):\n  File \"/x/a.py\", line 1, in main\n{line}\n")
+        assert (line, v["root_cause"]["category"]) == (line, category)
