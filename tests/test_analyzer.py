@@ -1202,3 +1202,14 @@ def test_a_message_that_ends_in_not_supported_is_an_option_the_code_refuses():
                            ("ValueError: not supported values remain in the batch: 3", "other")]:
         v, _ = run(p, f"Traceback (most recent call last):\n  File \"/x/a.py\", line 1, in main\n{line}\n")
         assert (line, v["root_cause"]["category"]) == (line, category)
+
+
+def test_a_bare_assertion_says_the_statement_that_failed():
+    """An `assert` without a message prints only `AssertionError`: the statement under the innermost
+    frame is all it says of what failed."""
+    p = load_playbook("base")
+    log = ("Traceback (most recent call last):\n  File \"/srv/tinyrl/comm.py\", line 90, in __init__\n"
+           "    assert isinstance(device, torch.device)\nAssertionError\n")
+    v, _ = run(p, log)
+    assert v["root_cause"]["text"] == ('AssertionError (at File "/srv/tinyrl/comm.py", line 90, in __init__: '
+                                       'assert isinstance(device, torch.device))'), v["root_cause"]

@@ -200,7 +200,9 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
         # shape; a count of positional arguments that does not fit is the calling convention's
         f.category = "data_format"
     if seg is not None and line.no == seg.exc_no and line.text == seg.exc_type and seg.frames:
-        f.text = f"{line.text} (at {seg.frames[-1].strip()})"  # a bare exception: say where it was raised
+        # a bare exception (an `assert` without a message): say where it was raised and the statement
+        code = seg.code.get(len(seg.frames) - 1, "")
+        f.text = f"{line.text} (at {seg.frames[-1].strip()}{': ' + code if code else ''})"
     f.lines, f.context = [ln.text for ln in blk.lines], blk.context
     f.wrapped = seg is not None and segs.index(seg) > 0 and zone_rank(zones[0]) > 0
     return f
