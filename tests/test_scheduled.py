@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -398,6 +399,18 @@ def test_a_ray_head_that_dies_under_the_job_ends_the_run_as_the_infrastructure_s
     assert "gave up after 5s" in verdict["root"]["text"]
 
 
+def saved(lab, h) -> None:
+    """Until slurmctld has saved its state since the run's job started (bounded). Its state is saved a
+    few seconds after a change: killed before that, it recovers the job as still pending — and runs
+    it again —, or not at all, and the next job gets the same id, which drains the node."""
+    job = (Path(h.run_dir) / "slurm_job").read_text().strip()
+    m = re.search(r"\bStartTime=(\S+)", lab.scontrol("show", "job", job).stdout)
+    started = datetime.fromisoformat(m[1]).timestamp() if m and m[1][:1].isdigit() else time.time()
+    state, deadline = Path(lab.dir) / "state" / "job_state", time.monotonic() + 30
+    while not (state.exists() and state.stat().st_mtime > started + 1) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
 def kill_slurmctld(lab) -> None:
     """slurmctld dies (SIGKILL), slurmd and the job's processes go on."""
     from harness.engines import marked
@@ -426,6 +439,7 @@ def test_slurmctld_down_under_a_running_job_is_ridden_out_then_the_run_is_lost_w
         lau = SlurmLauncher(t, SlurmJob(patience=4))
         h = await lau.launch("echo training; sleep 60", workdir=str(tmp_path))
         await printed(h)
+        saved(slurm_lab, h)
         kill_slurmctld(slurm_lab)
         return h, await ended(lau, h, timeout=120)
     try:
@@ -447,6 +461,7 @@ def test_a_slurmctld_that_restarts_under_a_running_job_is_ridden_out(slurm_lab, 
         lau = SlurmLauncher(t, SlurmJob(patience=90))
         h = await lau.launch("echo training; sleep 12; echo done; exit 3", workdir=str(tmp_path))
         await printed(h)
+        saved(slurm_lab, h)
         kill_slurmctld(slurm_lab)
         await asyncio.sleep(3)
         start_slurmctld(slurm_lab)
