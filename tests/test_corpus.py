@@ -15,7 +15,7 @@ pytestmark = pytest.mark.xdist_group("test_corpus")
 SHARED = bool(cases(["realworld", "realworld2", "realworld3"]))  # ../shared/corpus beside the repo
 
 FLOORS = {
-    ("realworld", "realworld2"): {"stage": 0.90, "category": 0.90, "digest": 1.0, "chosen": 0.92},
+    ("realworld", "realworld2"): {"stage": 0.90, "category": 0.92, "digest": 1.0, "chosen": 0.92},
     ("realworld3",): {"stage": 0.76, "category": 0.76, "digest": 1.0, "chosen": 0.84},  # 408: a silent start-up: other
     ("realworld4",): {"stage": 0.86, "category": 0.75, "digest": 1.0, "chosen": 0.92},
     ("realworld5",): {"stage": 0.68, "category": 0.75, "digest": 1.0, "chosen": 0.86},  # 617: Avg Reward 0 every step, labelled other
@@ -25,17 +25,18 @@ FLOORS = {
     # 847: a run silent after prime-rl's `Train batch 0/16 (0.0%)` (its orchestrator gathering the
     # batch's rollouts), whose words name the update's batch: a collective's hang there, labelled other
     ("realworld7",): {"stage": 0.75, "category": 0.58, "digest": 1.0, "chosen": 0.87},
-    ("realworld8",): {"stage": 0.35, "category": 0.55, "digest": 1.0, "chosen": 0.55},
-    ("realworld9",): {"stage": 0.71, "category": 0.66, "digest": 1.0, "chosen": 0.76},
+    ("realworld8",): {"stage": 0.40, "category": 0.55, "digest": 1.0, "chosen": 0.60},
+    ("realworld9",): {"stage": 0.71, "category": 0.66, "digest": 1.0, "chosen": 0.80},
     ("realworld10",): {"stage": 0.68, "category": 0.68, "digest": 1.0, "chosen": 0.86},
     ("realworld11",): {"stage": 0.72, "category": 0.45, "digest": 1.0, "chosen": 0.86},
     ("realworld12",): {"stage": 0.66, "category": 0.76, "digest": 1.0, "chosen": 0.94},
     ("realworld13",): {"stage": 0.93, "category": 0.50, "digest": 1.0, "chosen": 0.80},
     ("realworld14",): {"stage": 0.40, "category": 0.70, "digest": 1.0, "chosen": 0.75},
-    ("realworld15",): {"stage": 0.70, "category": 0.52, "digest": 1.0, "chosen": 0.88},
+    ("realworld15",): {"stage": 0.70, "category": 0.64, "digest": 1.0, "chosen": 0.94},
     ("realworld16",): {"stage": 0.55, "category": 0.55, "digest": 1.0, "chosen": 0.55},
     ("realworld17",): {"stage": 0.38, "category": 0.61, "digest": 1.0, "chosen": 0.77},
-    ("realworld18",): {"stage": 0.77, "category": 0.38, "digest": 1.0, "chosen": 0.72},
+    ("realworld18",): {"stage": 0.83, "category": 0.38, "digest": 1.0, "chosen": 0.77},
+    ("realworld19",): {"stage": 0.78, "category": 0.50, "digest": 1.0, "chosen": 0.92},
 }
 
 
