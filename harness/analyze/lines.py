@@ -142,7 +142,7 @@ def unglued(line: Line, prefixes: list[re.Pattern]) -> list[Line]:
     """The line, or the bar and each line printed after it, with its own prefixes peeled: another
     writer's (a Ray worker's bar in the driver's terminal, then the driver's traceback or the
     shell's `Killed`), no process when it names none."""
-    if "/" not in line.text or "| " not in line.text or not (m := GLUED.search(line.text)):
+    if "%|" not in line.text or not (m := GLUED.search(line.text)):  # a bar with a total shows its percentage
         return [line]
     bar, rest = line.text[: m.end()], line.text[m.end():]
     if _REPEAT.fullmatch(rest) or not rest.strip():
