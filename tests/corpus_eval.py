@@ -101,8 +101,7 @@ def collected(rows: list[dict], mode: str, dest: Path) -> list[dict]:
     """The cases with their logs rewritten in `dest` as `mode` collects them."""
     out = []
     for c in rows:
-        text = c["path"].read_text(errors="replace")
-        lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")  # no line after the last newline
+        lines = c["path"].read_text(errors="replace").removesuffix("\n").split("\n")  # no line after the last newline
         p = dest / f"{c['corpus']}-{c['path'].name}"
         p.write_text("".join(MODES[mode](i, ln) + "\n" for i, ln in enumerate(lines)))
         out.append(c | {"path": p})

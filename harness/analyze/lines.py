@@ -8,7 +8,7 @@ Pure functions; no I/O.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..patterns import first_chars
 
@@ -148,7 +148,7 @@ def unglued(line: Line, prefixes: list[re.Pattern]) -> list[Line]:
     if _REPEAT.fullmatch(rest) or not rest.strip():
         return [line]
     after = make_line(line.no, rest, prefixes)
-    return [Line(line.no, bar, line.proc, line.actor, line.rank, line.repeat, line.prefix), *unglued(after, prefixes)]
+    return [replace(line, text=bar), *unglued(after, prefixes)]
 
 
 # rich's tracebacks (rich.traceback, typer's pretty exceptions): a panel titled `Traceback (most recent
