@@ -859,9 +859,32 @@ def test_a_silent_run_repeating_its_last_words_began_when_it_first_said_them():
     v, _ = run(union, ENGINE + "(AgentLoopWorker pid=34) agent loop started\n" + "\n".join(said) + "\n",
                ts=1000.0, now=1000.0 + 7200)
     assert v["outcome"] == "hang" and "call 722 failed" in v["root_cause"]["text"], v["root_cause"]
-    once = ENGINE + said[0] + "\n(AgentLoopWorker pid=34) retrying the episode with a new sandbox\n"
+    once = ENGINE + "(AgentLoopWorker pid=34) call 722 returned\n(AgentLoopWorker pid=34) starting a new sandbox\n"
     v, _ = run(union, once, ts=1000.0, now=1000.0 + 7200)  # other words after it: the last ones
-    assert v["root_cause"]["text"].endswith("with a new sandbox"), v["root_cause"]
+    assert v["root_cause"]["text"].endswith("starting a new sandbox"), v["root_cause"]
+
+
+@pytest.mark.parametrize("error, chatter", [
+    ("(TaskRunner pid=12) Error in reward_fn: 'reward_extra_info'", ["(TaskRunner pid=12) list(extra.keys())=[]"]),
+    ("(WorkerDict pid=7) File \"modeling.py\", line 363, in forward hidden = residual + hidden "
+     "RuntimeError: The size of tensor a (1280) must match the size of tensor b (5120)",
+     ["(WorkerDict pid=7) residual shape is torch.Size([4, 1280, 2048])", "(WorkerDict pid=7) hidden shape [5120, 2048]"]),
+    ("[ToolRunner] call 7 failed: local variable 'result' referenced before assignment",
+     ["(AgentLoopWorker pid=34) retrying the episode with a new sandbox"]),
+])
+def test_a_silent_run_s_error_said_just_before_its_chatter_is_the_hang_s_line(error, chatter):
+    """An error line among a silent run's last three, then lines that are no error (a debug
+    print of what failed, a retry's word): the error says what went wrong, the chatter does not.
+    A metric's `Error 0.0%` is no error, nor is an error four lines back."""
+    union = load_playbook(None)
+    v, _ = run(union, ENGINE + "\n".join([error, *chatter]) + "\n", ts=1000.0, now=1000.0 + 7200)
+    assert v["outcome"] == "hang" and v["root_cause"]["text"] in error, v["root_cause"]
+    report = "Step 2 | 9.5s | Reward 0.1972 | Error 0.0% | Truncation 0.0%"
+    v, _ = run(union, ENGINE + "\n".join([report, *chatter]) + "\n", ts=1000.0, now=1000.0 + 7200)
+    assert v["root_cause"]["text"] in chatter[-1], v["root_cause"]
+    far = [error, "tokenizer loaded", "model config read", "waiting for the workers"]
+    v, _ = run(union, ENGINE + "\n".join(far) + "\n", ts=1000.0, now=1000.0 + 7200)
+    assert v["root_cause"]["text"] == "waiting for the workers", v["root_cause"]
 
 
 def test_a_stage_begun_is_not_under_way_once_a_later_stage_passed():

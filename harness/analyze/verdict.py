@@ -147,6 +147,9 @@ def _backtrace_said(texts: list[str]) -> list[str]:
     return texts[:start] + named[:1] if named else texts
 
 
+ERRORISH = re.compile(r"\b(?:\w*(?:Error|Exception)|ERROR|[Ee]rror|[Ff]ailed|FAILED|[Ff]atal|FATAL)\b(?![ :=]*[\d.]+%?)")
+
+
 def _last_said(an) -> tuple[list[str], str, list[str]]:
     """A run's last lines (`_peeled`), the one that says most of them, and the error families they
     belong to (nearest the end first)."""
@@ -159,6 +162,8 @@ def _last_said(an) -> tuple[list[str], str, list[str]]:
     # printed before it, whichever process happened to flush last.
     waited = [t for t in said if not ANSWERED.search(t)]
     last = waited[-1] if waited else (said[-1] if said else "")
+    if not ERRORISH.search(last):  # an error said just before the silence says more than the chatter after it
+        last = next((t for t in reversed(waited[-3:]) if ERRORISH.search(t) and not reports(t)), last)
     key = canonical(last)
     for t in reversed(waited[:-1]):  # the same words over and over at the end: the first time is when it began
         if canonical(t) != key:
