@@ -48,9 +48,10 @@ CORPORA = {"realworld": SHARED / "corpus" / "realworld", "realworld2": SHARED / 
            "realworld16": ROOT / "tests" / "corpus" / "realworld16",
            "realworld17": ROOT / "tests" / "corpus" / "realworld17",
            "realworld18": ROOT / "tests" / "corpus" / "realworld18",
-           "realworld19": ROOT / "tests" / "corpus" / "realworld19"}
+           "realworld19": ROOT / "tests" / "corpus" / "realworld19",
+           "realworld20": ROOT / "tests" / "corpus" / "realworld20"}
 # scored blind, not tuned on: their per-case lines are not printed (only with --show-held-out)
-HELD_OUT = ("realworld6", "realworld8", "realworld16", "realworld17", "realworld18", "realworld19")
+HELD_OUT = ("realworld6", "realworld8", "realworld16", "realworld17", "realworld18", "realworld19", "realworld20")
 FIRST_FOUR = ("realworld", "realworld2", "realworld3", "realworld4")
 AFTER = 7 * 86400  # seconds after a case's log stopped that it is examined
 KEYS = ("stage", "category", "digest", "chosen", "outcome")

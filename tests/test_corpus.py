@@ -37,6 +37,7 @@ FLOORS = {
     ("realworld17",): {"stage": 0.38, "category": 0.61, "digest": 1.0, "chosen": 0.77},
     ("realworld18",): {"stage": 0.83, "category": 0.38, "digest": 1.0, "chosen": 0.77},
     ("realworld19",): {"stage": 0.78, "category": 0.50, "digest": 1.0, "chosen": 0.92},
+    ("realworld20",): {"stage": 0.16, "category": 0.50, "digest": 1.0, "chosen": 0.75},
 }
 
 
@@ -76,3 +77,19 @@ def test_passing_runs_have_no_root_cause(rows):
             assert verdict["root_cause"] is None, case["file"]
             if case["corpus"] in ("realworld", "realworld2"):
                 assert verdict["outcome"] == "pass", case["file"]
+
+
+def test_the_second_reader_labelled_corpus_cases_by_lines_of_their_logs():
+    """tests/corpus/reader: each entry names a case of the corpus (once), with a stage, outcome and
+    category of the labels' vocabularies and a line of that case's log."""
+    from reader_agreement import readings
+
+    read = readings()
+    assert len(read) >= 132, len(read)
+    known = {(c["corpus"], int(c["id"])): c for c in cases()}
+    for key, r in read.items():
+        if key[0] in ("realworld", "realworld2", "realworld3") and not SHARED:
+            continue
+        assert key in known, key
+        assert r["failed_stage"] in (None, 1, 2, 3, 4, 5, 6, 7) and r["outcome"] in ("crash", "hang", "wrong_result", "pass")
+        assert r["root_cause_line"] in known[key]["path"].read_text(errors="replace").splitlines(), key
