@@ -1231,3 +1231,23 @@ def test_a_bare_assertion_says_the_statement_that_failed():
     v, _ = run(p, log)
     assert v["root_cause"]["text"] == ('AssertionError (at File "/srv/tinyrl/comm.py", line 90, in __init__: '
                                        'assert isinstance(device, torch.device))'), v["root_cause"]
+
+
+OOM_KILL = ("(raylet) [2025-03-01 16:18:15,116 E 2687 2687] (raylet) node_manager.cc:3069: 2 Workers (tasks / actors) "
+            "killed due to memory pressure (OOM), 0 Workers crashed due to other reasons.\n")
+
+
+def test_an_error_nothing_places_is_in_the_work_the_lines_before_it_name():
+    """A worker killed with no traceback: the lines just before say what the run was doing (EasyR1
+    saving the update's checkpoint: actor_update); the words of paths name files, not work; a line
+    of metrics names every phase, so the look stops at it."""
+    union = load_playbook(None)
+    saving = "(WorkerDict pid=15) [rank-6]: Saving checkpoint to /ckpt/global_step_50/actor/model_rank_6.pt\n"
+    v, _ = run(union, saving + "(WorkerDict pid=15) [rank-6]: Saving extra_state to /ckpt/extra_state_rank_6.pt\n" + OOM_KILL)
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["category"]) == ("crash", 7, "oom"), v["root_cause"]
+    paths = "(WorkerDict pid=15) [rank-6]: Copying /ckpt/kl_loss/generate_sequences/rollout.pt to /tmp/x\n"
+    v, _ = run(union, paths + OOM_KILL)
+    assert v["failed_stage"] == 1, v["root_cause"]  # before any marker, with nothing named: start-up
+    report = "(WorkerDict pid=15) eval: reward/mean: 0.31 - response_length/mean: 512.0 - score/max: 1.0\n"
+    v, _ = run(union, saving + report + OOM_KILL)
+    assert v["failed_stage"] == 1, v["root_cause"]

@@ -40,6 +40,11 @@ DICT_ITEM = re.compile(r"""^ ?['"][^'"]+['"]: [^{}]*(?:,|\})$""")
 DICT_LINES = 200  # a dict longer than this is no step's metrics: read what was gathered
 
 
+def measures(text: str) -> bool:
+    """Whether a line holds a `key: number` pair: it reports a value, not the work under way."""
+    return _PAIR.search(text) is not None
+
+
 def reports(text: str) -> bool:
     """Whether a line holds at least GENERIC_PAIRS `key: number` pairs: a report of metrics."""
     return len(_PAIR.findall(text)) >= GENERIC_PAIRS

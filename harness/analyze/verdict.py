@@ -11,7 +11,7 @@ from ..redact import redact
 from .callpath import named_stage, path_stage, requested_stage
 from .findings import CUT_SHORT, ROLE_ORDER, Finding, family
 from .lines import canonical, make_line
-from .metrics import reports
+from .metrics import measures, reports
 from .stacks import collective, waiting_frame
 
 LAST = len(STAGES)
@@ -318,6 +318,28 @@ def message_stage(pb, root: Finding) -> int | None:
     return named_stage(pb, QUOTED.sub(" ", message))
 
 
+CONTEXT_BACK = 5  # the lines before an error read for the work they name
+PATHLIKE = re.compile(r"\S*/\S*")  # a path or a URL: the names of files, not of work
+ENDED_WORK = re.compile(r"\b(?:[Cc]ompleted?|[Ff]inished|[Dd]one|[Ss]ucceeded|[Ss]uccessfully|took)\b")
+
+
+def context_stage(an, context: list[str]) -> int | None:
+    """The stage of work the lines just before an error name, nearest first, when nothing else
+    places it: what the run said it was doing is where it failed (`Saving checkpoint to …` then
+    the raylet's OOM kill: the update's checkpoint, tests/corpus/realworld10/1106). Their words
+    outside what they quote and outside paths (`…/global_step_50/kl_loss_coef/…` names no phase);
+    a line that reports a value (`• Avg Reward: 0.43`, a bar's `Compute log probs: 50%`) names
+    what it measured, and one that says its work is over (`Number of Trajectories 16/16 completed`)
+    names work done, not what the run went on to do: the look stops at either."""
+    for t in reversed(context[-CONTEXT_BACK:]):
+        ln = make_line(0, t, an.pb.prefixes, an.framing)
+        if measures(ln.text) or ENDED_WORK.search(ln.text):
+            return None
+        if (st := named_stage(an.pb, PATHLIKE.sub(" ", QUOTED.sub(" ", ln.text)))) is not None:
+            return st
+    return None
+
+
 def said_stage(an) -> int | None:
     """The stage of work a silent run's last line names — its words, else its process's name
     (`[Rollout] Finish generating sequences.`, `(AgentLoopWorker pid=1) … Execution failed: …`,
@@ -369,7 +391,7 @@ def build_verdict(an, now: float | None) -> dict:
         if stage is None or root.by_context or root.guessed:  # a stage under way says more than a process's
             # name, the callers or a training loop
             stage = phase_under_way(an, root.line_no, root.context + root.lines[:1], stage) or stage
-        if stage is None and (stage := message_stage(an.pb, root)) is not None:
+        if stage is None and (stage := message_stage(an.pb, root) or context_stage(an, root.context)) is not None:
             root = replace(root, guessed=True)  # words, not a path: the lifecycle bounds them
         # the lifecycle bounds only a stage nothing names or a loop's guess: a path's or a signature's stands
         floor = max(first_pass(an.reached, root.line_no), set_up([root.text])) if stage is None or root.guessed else 0
