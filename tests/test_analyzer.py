@@ -1251,3 +1251,17 @@ def test_an_error_nothing_places_is_in_the_work_the_lines_before_it_name():
     report = "(WorkerDict pid=15) eval: reward/mean: 0.31 - response_length/mean: 512.0 - score/max: 1.0\n"
     v, _ = run(union, saving + report + OOM_KILL)
     assert v["failed_stage"] == 1, v["root_cause"]
+
+
+@pytest.mark.parametrize("line", [
+    "[rank1]: EI0009: [PID: 2225827] 2025-09-24-20:59:48.119.066 Transport init error. Reason: [Create][DestLink]Create Dest error!",
+    "EI0012: [PID: 77] 2026-01-02-10:00:00.000.000 The HCCL link between rank 3 and rank 5 went down.",
+    "RuntimeError: Communication_Error_Unknown(EJ0007): the remote process exited.",
+])
+def test_an_hccl_error_code_no_entry_names_is_a_communication_failure(line):
+    """CANN names the component in an error code's two letters (EI: HCCL, EJ: its HCCP process): a
+    code the playbook does not list one by one is still a failure of the NPUs' communication, and
+    the root cause before the wrapper that follows it."""
+    log = ENGINE + line + "\n(EngineCore_DP0 pid=21) ERROR 09-24 20:59:57 [core.py:790] Invocation of collective_rpc method failed\n"
+    v, _ = run(load_playbook("ascend"), log)
+    assert v["root_cause"]["category"] == "distributed_comm_hang" and v["root_cause"]["text"] in line, v["root_cause"]
