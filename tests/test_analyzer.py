@@ -1265,3 +1265,16 @@ def test_an_hccl_error_code_no_entry_names_is_a_communication_failure(line):
     log = ENGINE + line + "\n(EngineCore_DP0 pid=21) ERROR 09-24 20:59:57 [core.py:790] Invocation of collective_rpc method failed\n"
     v, _ = run(load_playbook("ascend"), log)
     assert v["root_cause"]["category"] == "distributed_comm_hang" and v["root_cause"]["text"] in line, v["root_cause"]
+
+
+@pytest.mark.parametrize("name, stage", [("actor_infer-12", 2), ("reward-0", 5)])
+def test_the_actor_a_died_actor_error_names_places_it(name, stage):
+    """Ray's ActorDiedError lists the dead actor's class and name under its message (ROLL names its
+    workers after their cluster): with no frame to say more, that process's work is where it failed."""
+    log = ("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+           f"\tclass_name: ActorWorker\n\tactor_id: 3e7272acace78763d2e9b9b101000000\n\tpid: 17871\n\tname: {name}\n"
+           "\tnamespace: roll\n\tip: 10.0.0.2\nThe actor is dead because its worker process has died. Worker exit "
+           "type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. "
+           "End of file. There are some potential root causes.\n")
+    v, _ = run(load_playbook(None), log)
+    assert (v["outcome"], v["failed_stage"]) == ("crash", stage), v["root_cause"]

@@ -330,10 +330,17 @@ def failed_call(text: str) -> list[str]:
     return [f"{m[1]}()"] if m else []
 
 
+# Ray's ActorDiedError names the actor that died under its message, one field a line (ray/exceptions.py
+# ActorDiedError from the ActorDiedErrorContext: `\tclass_name: ActorWorker`, `\tname: actor_infer-12`,
+# ROLL's inference worker): a process of the failing call, as a prefix names one.
+DEAD_ACTOR = re.compile(r"^\s+(?:class_)?name: ([\w.<>:-]+)$")
+
+
 def _place_in(f: Finding, pb: Playbook, blk: Block, seg, exc: str, text: str, named: tuple | list = ()) -> None:
     """`_place` a block's finding by the root's own traceback (then the calls `named` inside it),
     the Ray methods, the block's other frames, the processes."""
-    actors = list(dict.fromkeys(ln.actor for ln in blk.lines if ln.actor))
+    actors = list(dict.fromkeys([ln.actor for ln in blk.lines if ln.actor]
+                                + [m[1] for ln in blk.lines if (m := DEAD_ACTOR.match(ln.text))]))
     _place(f, pb, [(with_calls(pb, seg.frames, seg.code) if seg else []) + list(named), blk.methods,
                    [e for s in blk.segments for e in with_calls(pb, s.frames, s.code)]], actors, exc, text)
 
