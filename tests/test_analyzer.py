@@ -1278,3 +1278,15 @@ def test_the_actor_a_died_actor_error_names_places_it(name, stage):
            "End of file. There are some potential root causes.\n")
     v, _ = run(load_playbook(None), log)
     assert (v["outcome"], v["failed_stage"]) == ("crash", stage), v["root_cause"]
+
+
+@pytest.mark.parametrize("line", [
+    "[2025-08-01 10:48:03] host-n0-0:30344:30344 [0] transport/p2p.cc:298 NCCL WARN Cuda failure 'invalid argument'",
+    "a5fa65866c9c:116812:120170 [0] proxy.cc:1336 NCCL WARN Cuda failure 1 'invalid argument'",
+    "node-1:1112:13532 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.0.0.3<50131> with status=12",
+])
+def test_an_error_nccl_reports_itself_is_a_communication_failure(line):
+    """NCCL's WARN macro reports a failure inside its own transports, whatever call failed there (a
+    CUDA call's `invalid argument` is no configuration's)."""
+    v, _ = run(load_playbook(None), line + "\n")
+    assert v["root_cause"]["category"] == "distributed_comm_hang", v["root_cause"]
