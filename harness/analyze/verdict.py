@@ -147,6 +147,8 @@ def _backtrace_said(texts: list[str]) -> list[str]:
     return texts[:start] + named[:1] if named else texts
 
 
+# a line that says something failed (an exception's type, a logger's ERROR, `failed`), not a metric
+# of errors (`Error 0.0%`, `errors: 3`)
 ERRORISH = re.compile(r"\b(?:\w*(?:Error|Exception)|ERROR|[Ee]rror|[Ff]ailed|FAILED|[Ff]atal|FATAL)\b(?![ :=]*[\d.]+%?)")
 
 
