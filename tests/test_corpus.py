@@ -93,3 +93,14 @@ def test_the_second_reader_labelled_corpus_cases_by_lines_of_their_logs():
         assert key in known, key
         assert r["failed_stage"] in (None, 1, 2, 3, 4, 5, 6, 7) and r["outcome"] in ("crash", "hang", "wrong_result", "pass")
         assert r["root_cause_line"] in known[key]["path"].read_text(errors="replace").splitlines(), key
+
+
+def test_two_labels_name_the_same_line_as_the_analyzer_reads_it_or_a_cut_of_it():
+    from reader_agreement import agree, same_line
+
+    assert same_line("(WorkerDict pid=7) [rank3]: KeyError: 'prompt'", "KeyError: 'prompt'")  # prefixes peeled
+    assert same_line("s watchdog got stuck for 480 seconds", "ProcessGroupNCCL's watchdog got stuck for 480 seconds")
+    assert not same_line("KeyError: 'prompt'", "KeyError: 'answer'") and not same_line("", "KeyError")
+    label = {"failed_stage": 5, "category": "reward_parsing", "outcome": "crash", "root_cause_line": "KeyError: 'x'"}
+    other = label | {"failed_stage": None, "root_cause_line": "(TaskRunner pid=1) KeyError: 'x'"}
+    assert agree(label, other) == {"stage": False, "category": True, "outcome": True, "chosen": True}
