@@ -1290,3 +1290,15 @@ def test_an_error_nccl_reports_itself_is_a_communication_failure(line):
     CUDA call's `invalid argument` is no configuration's)."""
     v, _ = run(load_playbook(None), line + "\n")
     assert v["root_cause"]["category"] == "distributed_comm_hang", v["root_cause"]
+
+
+def test_a_log_that_ends_inside_one_frame_and_its_statement_ends_in_a_traceback_cut_short():
+    """A paste of a traceback's last frame (its statement and Python 3.11's carets under it), the
+    head and the exception out of the excerpt: a traceback cut short, placed by its frame (a
+    weight sync, SkyRL's); a frame line alone, without its statement, is not enough."""
+    frame = ('File "/srv/skyrl_train/weights_manager.py", line 57, in __enter__\n'
+             "    ray.get(self.sync_policy_weights_to_inference_engines())\n           ^^^^^^^^^^^^^^^^^^^\n")
+    v, _ = run(load_playbook(None), ENGINE + "skyrl_train.trainer:train:237 - Started: 'step'\n" + frame)
+    assert (v["outcome"], v["failed_stage"]) == ("crash", 2) and "cut short" in v["root_cause"]["text"], v["root_cause"]
+    v, _ = run(load_playbook(None), ENGINE + 'File "/srv/skyrl_train/weights_manager.py", line 57, in __enter__\n')
+    assert v["root_cause"] is None, v["root_cause"]

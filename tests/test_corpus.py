@@ -68,7 +68,9 @@ def test_share_meets_floor(rows, split, key):
 NOT_READ = {1030: "a notebook's training table pasted as markdown (`1 | -0.2836 | … | nan`): no line of it reads "
                   "as a step, so the run reads as silent",
             1666: "two lines, a reward function's error message a maintainer calls benign in the thread, and "
-                  "nothing after them: the log alone is a run gone silent"}
+                  "nothing after them: the log alone is a run gone silent",
+            1807: "two lines, a debug rollout-only run aborting its leftover requests and reporting its rollout's "
+                  "metrics, and nothing after them: nothing says the run ended, so it reads as silent"}
 
 
 def test_passing_runs_have_no_root_cause(rows):

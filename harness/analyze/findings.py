@@ -249,7 +249,8 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
     head = next((ln for ln in blk.lines if "Traceback (most recent call last)" in ln.text), None)
     seg = blk.segments[-1] if blk.segments else None
     frames = [fr for s in blk.segments for fr in s.frames]
-    inside = blk.at_end and not blk.gap and len(frames) > 1 and all(", in " in fr for fr in frames)
+    coded = any(s.code for s in blk.segments)  # a frame with its statement under it: a traceback's shape
+    inside = blk.at_end and not blk.gap and (len(frames) > 1 or coded) and all(", in " in fr for fr in frames)
     if blk.innermost_first or (not frames and not blk.ipython) or (head is None and not inside):
         return None
     named = ""  # the exception's type, when the log names it
