@@ -46,8 +46,7 @@ def agree(label: dict, other: dict) -> dict:
 
 
 def share(rows: list[dict]) -> str:
-    keys = ("stage", "category", "chosen", "outcome")
-    return " ".join(f"{k} {sum(r[k] for r in rows) / len(rows):4.0%}" for k in keys)
+    return ce._pct({k: sum(r[k] for r in rows) / len(rows) for k in ("stage", "category", "chosen", "outcome")})
 
 
 def main() -> None:

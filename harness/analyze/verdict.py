@@ -123,10 +123,11 @@ ANSWERED = re.compile(r'"(?:GET|POST|PUT|DELETE|HEAD|PATCH) \S+ HTTP/[\d.]+" [23
 REQUEST = re.compile(r'"(?:GET|POST|PUT|PATCH) (?P<path>/[^\s?"]*)\S* HTTP/[\d.]+" \d{3}\b')
 
 
-def _peeled(an) -> list:
-    """A run's last lines (Lines) without Ray's and ranks' prefixes and without blank lines (a
-    framing's empty record says nothing)."""
-    return [ln for t in an.tail if (ln := make_line(0, t, an.pb.prefixes, an.framing)).text.strip()]
+def _peeled(an, texts: list[str] | None = None) -> list:
+    """A run's last lines (`texts`, else its tail) as Lines without Ray's and ranks' prefixes and
+    without blank lines (a framing's empty record says nothing)."""
+    return [ln for t in (an.tail if texts is None else texts)
+            if (ln := make_line(0, t, an.pb.prefixes, an.framing)).text.strip()]
 
 
 # c10's backtrace of a C++ exception (c10/util/Backtrace.cpp: `frame #N: symbol + 0xOFF (0xADDR in
@@ -333,8 +334,7 @@ def context_stage(an, context: list[str]) -> int | None:
     a line that reports a value (`• Avg Reward: 0.43`, a bar's `Compute log probs: 50%`) names
     what it measured, and one that says its work is over (`Number of Trajectories 16/16 completed`)
     names work done, not what the run went on to do: the look stops at either."""
-    for t in reversed(context[-CONTEXT_BACK:]):
-        ln = make_line(0, t, an.pb.prefixes, an.framing)
+    for ln in reversed(_peeled(an, context[-CONTEXT_BACK:])):
         if measures(ln.text) or ENDED_WORK.search(ln.text):
             return None
         if (st := named_stage(an.pb, PATHLIKE.sub(" ", QUOTED.sub(" ", ln.text)))) is not None:
