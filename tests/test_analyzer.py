@@ -2,6 +2,7 @@
 
 import contextlib
 import io
+import math
 import pprint
 import socketserver
 
@@ -1219,6 +1220,33 @@ def test_an_error_no_family_names_raised_while_a_record_is_read_or_encoded_is_th
         v, _ = run(p, crash(funcs))
         assert v["root_cause"]["category"] == "data_format", (funcs, v["root_cause"])
     v, _ = run(p, crash(("main", "schedule", "check_turn")))
+    assert v["root_cause"]["category"] == "other", v["root_cause"]
+
+
+def test_a_value_of_a_builtin_type_an_operation_cannot_take_is_the_data_s_shape_past_start_up():
+    """CPython's TypeErrors of an operation given a None, a string, a list where it wanted another
+    value (the messages as this interpreter prints them): past start-up, a record's field of the
+    wrong shape (data_format), as a bare line or with its traceback; in start-up's set-up no record
+    exists yet, and an API object that cannot be indexed is no record: neither says its class."""
+    p = load_playbook("base")
+    none, text, nums, key = None, "text", [1], ["k"]
+    said = []
+    for op in (lambda: none["prompt"], lambda: len(none), lambda: 1 + nums, lambda: text["role"],
+               lambda: nums["a"], lambda: math.sqrt(none), lambda: float(none), lambda: text < 1,
+               lambda: "x" in none, lambda: {}[key]):
+        with pytest.raises(TypeError) as e:
+            op()
+        said.append(f"TypeError: {e.value}")
+    for text in said:
+        v, _ = run(p, ENGINE + traceback("", text))
+        assert (v["failed_stage"], v["root_cause"]["category"]) == (6, "data_format"), text
+        v, _ = run(p, ENGINE + traceback("", text, funcs=("main", "compute_score")))  # a None from the data, not the scoring
+        assert (v["failed_stage"], v["root_cause"]["category"]) == (5, "data_format"), text
+        v, _ = run(p, ENGINE + "(RewardManager pid=7) " + text + "\n")  # a line with no traceback
+        assert (v["failed_stage"], v["root_cause"]["category"]) == (5, "data_format"), text
+        v, _ = run(p, traceback("", text, funcs=("main", "init_model")))
+        assert (v["failed_stage"], v["root_cause"]["category"]) == (1, "other"), text
+    v, _ = run(p, ENGINE + traceback("", "TypeError: 'TrainerState' object is not subscriptable"))
     assert v["root_cause"]["category"] == "other", v["root_cause"]
 
 

@@ -82,6 +82,7 @@ def finding_from_line(line: Line, sigs: list[Signature], pb: Playbook, context: 
         _place(f, pb, [failed_call(line.text)], [line.actor] if line.actor else [], "", line.text)
     elif f.stage == START:
         _work_over_setup(f, pb, [failed_call(line.text)])
+    _value_of_wrong_type(f, _best(sigs))
     f.lines, f.context = [line.text], context
     return f
 
@@ -188,6 +189,7 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
                            and (c := fallback_category(pb, exc, ln.text)) != "other"), "other")
     if f.category == "other" and sig is None and seg is not None:
         f.category = frame_family(pb, with_calls(pb, seg.frames, seg.code))
+    _value_of_wrong_type(f, sig)  # a family of messages, before the reward function's own
     if f.category == "other" and sig is None and f.stage == STAGE_NO["reward"]:
         # an error no family names, raised while scoring: the reward function's own (TRL's
         # reward_funcs, verl's compute_score, OpenRLHF's remote_rm_fn run the user's code)
@@ -206,6 +208,34 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     f.lines, f.context = [ln.text for ln in blk.lines], blk.context
     f.wrapped = seg is not None and segs.index(seg) > 0 and zone_rank(zones[0]) > 0
     return f
+
+
+# CPython's TypeErrors of an operation given a value of a builtin type it cannot take
+# (Objects/abstract.c `'%.200s' object is not subscriptable`, `object of type '%.200s' has no len()`,
+# `unsupported operand type(s) for +: 'int' and 'list'`, `argument of type 'NoneType' is not
+# iterable`; Objects/unicodeobject.c and listobject.c `string indices must be integers`, `list
+# indices must be integers or slices, not str`; Objects/floatobject.c `must be real number, not
+# NoneType`; `'<' not supported between instances of 'str' and 'int'`; Objects/dictobject.c
+# `unhashable type: 'list'`): a None where a value was
+# expected, a string where a dict was, a list where a number was. Past start-up that value is a
+# record's field handed between stages (tests/corpus/realworld10/1126, ms-swift's batch;
+# realworld8/907, verl's reward extra info); at start-up there are no records yet — a setting left
+# unset (realworld3/401, MindSpeed-RL's config).
+BUILTIN = r"(?:NoneType|list|dict|str|int|float|tuple|set|bool|bytes)"
+VALUE_TYPE = re.compile(rf"'{BUILTIN}' object is not (?:subscriptable|iterable|reversible|a mapping)"
+                        rf"|(?:object|argument) of type '{BUILTIN}' (?:has no len\(\)|is not iterable)"
+                        rf"|unsupported operand type\(s\) for \S+: '{BUILTIN}' and '{BUILTIN}'"
+                        rf"|not supported between instances of '{BUILTIN}' and '{BUILTIN}'"
+                        rf"|(?:string|list|tuple) indices must be integers|must be [\w ,-]+?, not '?{BUILTIN}\b"
+                        rf"|unhashable type: '{BUILTIN}'")
+
+
+def _value_of_wrong_type(f: Finding, sig: Signature | None) -> None:
+    """A TypeError of a builtin value's type (VALUE_TYPE) that no family named, raised past
+    start-up: the data's shape."""
+    if f.category == "other" and (sig is None or sig.role != "cause") and f.stage not in (None, START) \
+            and VALUE_TYPE.search(f.text):
+        f.category = "data_format"
 
 
 CUT_SHORT = "cut|"  # the key prefix of a traceback's finding whose exception the log does not show
