@@ -1330,3 +1330,17 @@ def test_a_log_that_ends_inside_one_frame_and_its_statement_ends_in_a_traceback_
     assert (v["outcome"], v["failed_stage"]) == ("crash", 2) and "cut short" in v["root_cause"]["text"], v["root_cause"]
     v, _ = run(load_playbook(None), ENGINE + 'File "/srv/skyrl_train/weights_manager.py", line 57, in __enter__\n')
     assert v["root_cause"] is None, v["root_cause"]
+
+
+def test_a_call_the_pasted_exception_names_places_a_traceback_cut_short_inside_it():
+    """One rank's exception (the paste's first line), then another rank's traceback cut short in
+    the trainer's step: the function the TypeError says could not be called (`len_reward() missing
+    1 required positional argument`) is the innermost call known, inside the frames shown — the
+    reward, not the update the step's frames name. Without it the step's frames place the failure."""
+    frames = "".join(f'[rank3]:   File "/srv/trainer.py", line {i}, in {f}\n[rank3]:     x = {f}()\n'
+                     for i, f in enumerate(("main", "train", "training_step", "_prepare_inputs")))
+    said = "rank2]: TypeError: len_reward() missing 1 required positional argument: 'solutions'\n"  # the paste's first line, cut
+    v, _ = run(load_playbook(None), ENGINE + said + "[rank3]: Traceback (most recent call last):\n" + frames)
+    assert (v["outcome"], v["failed_stage"]) == ("crash", 5) and "cut short" in v["root_cause"]["text"], v["root_cause"]
+    v, _ = run(load_playbook(None), ENGINE + said.replace("len_reward() ", "") + "[rank3]: Traceback (most recent call last):\n" + frames)
+    assert v["failed_stage"] == 7, v["root_cause"]

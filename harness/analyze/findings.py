@@ -283,11 +283,12 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
     inside = blk.at_end and not blk.gap and (len(frames) > 1 or coded) and all(", in " in fr for fr in frames)
     if blk.innermost_first or (not frames and not blk.ipython) or (head is None and not inside):
         return None
-    named = ""  # the exception's type, when the log names it
+    named: list[str] = []  # the calls its message names as the one that failed (`f() missing 1 …`)
+    typed = ""  # the exception's type, when the log names it
     if not frames:  # IPython's head names the exception's type: all there is of it
-        named = head.text.split()[0].rsplit(".", 1)[-1]
+        typed = head.text.split()[0].rsplit(".", 1)[-1]
         text = f"{head.text} (cut short after its head)"
-        category = family(pb, named, text)[0]
+        category = family(pb, typed, text)[0]
     else:
         said = _said(seg, pb) if seg is not None and seg.frames else frames[-1]
         logged = blk.context[-1] if head is not None and head.no == blk.start_no and blk.context else ""
@@ -298,14 +299,15 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
         if pasted or LOGGED_ERROR.search(logged) or LEVEL_ERROR.search(record.prefix):
             exc = pasted["type"] if pasted else ""
             text, category = f"{logged} (its traceback cut short after {said})", family(pb, exc, logged)[0]
+            named = callee(logged) + failed_call(logged)  # the call it names failed inside the frames shown
         else:
             text, category = f"{head.text if head else 'Traceback'} (cut short after {said})", "other"
     entries = [e for s in blk.segments for e in with_calls(pb, s.frames, s.code)]
     f = Finding(key=f"{CUT_SHORT}{canonical(text)}", line_no=(head or blk.lines[0]).no, text=text,
-                category=category if category != "other" else frame_family(pb, entries), exception=named,
+                category=category if category != "other" else frame_family(pb, entries), exception=typed,
                 procs={blk.proc}, lines=[ln.text for ln in blk.lines], context=blk.context,
                 role="cause" if head else "downstream")
-    _place_in(f, pb, blk, seg, "", "")
+    _place_in(f, pb, blk, seg, "", "", named)
     return f
 
 
