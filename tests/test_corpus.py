@@ -38,6 +38,7 @@ FLOORS = {
     ("realworld18",): {"stage": 0.83, "category": 0.38, "digest": 1.0, "chosen": 0.77},
     ("realworld19",): {"stage": 0.78, "category": 0.50, "digest": 1.0, "chosen": 0.92},
     ("realworld20",): {"stage": 0.16, "category": 0.50, "digest": 1.0, "chosen": 0.75},
+    ("realworld21",): {"stage": 0.25, "category": 0.62, "digest": 1.0, "chosen": 0.81},
 }
 
 
