@@ -1344,3 +1344,17 @@ def test_a_call_the_pasted_exception_names_places_a_traceback_cut_short_inside_i
     assert (v["outcome"], v["failed_stage"]) == ("crash", 5) and "cut short" in v["root_cause"]["text"], v["root_cause"]
     v, _ = run(load_playbook(None), ENGINE + said.replace("len_reward() ", "") + "[rank3]: Traceback (most recent call last):\n" + frames)
     assert v["failed_stage"] == 7, v["root_cause"]
+
+
+def test_slime_s_rollout_metrics_judge_its_raw_reward_not_its_normalised_rewards():
+    """slime logs a rollout's metrics as `rollout N: {'rollout/…': …}`: a raw reward of 0 there is
+    no sample scoring anything (a wrong result at the reward); its group-normalised rewards average
+    0 by construction and say nothing."""
+    def line(raw):
+        return (f"rollout 3: {{'rollout/response_lengths': 812.5, 'rollout/rewards': 0.0, 'rollout/truncated': 0.01, "
+                f"'rollout/raw_reward': {raw}, 'rollout/total_lengths': 990.2}}\n")
+    p = load_playbook(None)
+    v, _ = run(p, ENGINE + line(0.0))
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["signature"]) == ("wrong_result", 5, "reward_mean_zero"), v
+    v, _ = run(p, ENGINE + line(0.42))
+    assert v["root_cause"] is None, v["root_cause"]
