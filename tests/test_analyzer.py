@@ -374,7 +374,7 @@ def test_metrics_in_a_shape_no_playbook_names_are_held_to_their_own_values():
     for line, rule in [("step 12 | loss=nan | grad_norm=nan | lr=1e-06", "loss_nonfinite"),
                        ("Train epoch [1/1]:  40%|████      | 2/5 [00:49<01:10, policy_loss=0.01, kl=nan, reward=0.5, "
                         "response_length=512]", "kl_nonfinite"),
-                       ("rollout 3: {'rollout/response_lengths': 402.5, 'rollout/raw_reward': 0.25, 'reward': nan}",
+                       ("iteration 3: {'rollout/response_lengths': 402.5, 'rollout/accuracy': 0.25, 'reward': nan}",
                         "reward_nonfinite"),
                        # keys no playbook names, read by their last word; an infinity as well as a NaN
                        ("epoch: 0|step: 31|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0", "loss_nonfinite"),

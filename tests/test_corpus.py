@@ -18,7 +18,7 @@ FLOORS = {
     ("realworld", "realworld2"): {"stage": 0.90, "category": 0.92, "digest": 1.0, "chosen": 0.92},
     ("realworld3",): {"stage": 0.76, "category": 0.76, "digest": 1.0, "chosen": 0.84},  # 408: a silent start-up: other
     ("realworld4",): {"stage": 0.86, "category": 0.75, "digest": 1.0, "chosen": 0.92},
-    ("realworld5",): {"stage": 0.68, "category": 0.75, "digest": 1.0, "chosen": 0.86},  # 617: Avg Reward 0 every step, labelled other
+    ("realworld5",): {"stage": 0.72, "category": 0.72, "digest": 1.0, "chosen": 0.86},  # 617 and 616 (slime's raw reward 0): reward 0 every step, labelled other
     ("realworld6",): {"stage": 0.55, "category": 0.44, "digest": 1.0, "chosen": 0.66},
     # 829: a reward function missing the `solution` keyword, labelled version_incompat; 602 (realworld5),
     # the same message, data_format — the columns a trainer passes as keywords: the data's shape;
