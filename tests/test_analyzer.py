@@ -1358,3 +1358,19 @@ def test_slime_s_rollout_metrics_judge_its_raw_reward_not_its_normalised_rewards
     assert (v["outcome"], v["failed_stage"], v["root_cause"]["signature"]) == ("wrong_result", 5, "reward_mean_zero"), v
     v, _ = run(p, ENGINE + line(0.42))
     assert v["root_cause"] is None, v["root_cause"]
+
+
+def test_a_process_s_own_initialisation_is_start_up_whatever_work_the_process_does_after():
+    """An inference engine's worker process (vLLM's `Worker_TP2`: generation) failing while it
+    initialises something — a communicator's constructor under `init_communicator` — fails at
+    start-up; the same process failing in its work is in the generation."""
+    def crash(funcs):
+        frames = "".join(f'(Worker_TP2 pid=35) ERROR 09-26 15:11:03 [multiproc_executor.py:654]   File "/srv/eng/{f}.py", '
+                         f"line {i + 9}, in {f}\n" for i, f in enumerate(funcs))
+        return ("(Worker_TP2 pid=35) ERROR 09-26 15:11:03 [multiproc_executor.py:654] Traceback (most recent call last):\n"
+                + frames + "(Worker_TP2 pid=35) ERROR 09-26 15:11:03 [multiproc_executor.py:654] AssertionError: bad device\n")
+    p = load_playbook(None)
+    for funcs, stage in [(("worker_busy_loop", "init_communicator", "__init__"), 1),
+                         (("worker_busy_loop", "run_step", "check"), 2)]:
+        v, _ = run(p, crash(funcs))
+        assert v["failed_stage"] == stage, (funcs, v["root_cause"])

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..chain import STAGE_NO
-from ..playbook import MetricRule, Playbook, Signature
+from ..playbook import MetricRule, Playbook, Signature, name_words
 from ..redact import redact
 from .blocks import FRAME, LAST_ERROR, RAY_METHOD, Block
 from .callpath import LOOP, STRONG, confined_stage, named_stage, naming_frame, path_level, path_stage, sets_up, with_calls
@@ -106,8 +106,12 @@ def _place(f: Finding, pb: Playbook, paths: list[list[str]], actors: list[str], 
     """The stage of a finding no signature placed: from its call path, else from the process it
     came from (`by_context`, as when only the callers' frames — a driver's side of a RayTaskError —
     name one), else from where errors of its family arise. A process that does only
-    one stage's work (`confined_stage`) overrides another work stage its frames' words suggest."""
+    one stage's work (`confined_stage`) overrides another work stage its frames' words suggest;
+    a process named for its work (an engine's worker: generation) failing in an initialiser on its
+    own path, with no stage's work named there, fails in its start-up."""
     f.stage, level = path_level(pb, paths + [actors])
+    if level == STRONG and path_level(pb, paths)[1] != STRONG and _initialising(paths[:2]):
+        f.stage = STAGE_NO["engine_start"]  # a process's own initialisation, whatever work it does after
     f.by_context = f.stage is not None and f.stage != path_stage(pb, paths[:2])
     f.guessed = level == LOOP
     own = confined_stage(pb, actors)
@@ -115,6 +119,16 @@ def _place(f: Finding, pb: Playbook, paths: list[list[str]], actors: list[str], 
         f.stage = own
     if f.stage is None or f.by_context:  # where errors of its family arise says more than a process's name
         f.stage = family(pb, exc, text)[1] or f.stage
+
+
+INIT_WORDS = ("init", "initialize", "initialise")
+
+
+def _initialising(paths: list[list[str]]) -> bool:
+    """Whether the failing call's own path passes through an initialiser: a constructor
+    (`__init__`) or a function that initialises something (`init_communicator`, `initialize_model`)."""
+    firsts = [name_words(m[3])[:1] for names in paths for e in names if (m := FRAME.match(e)) is not None]
+    return any(w and w[0] in INIT_WORDS for w in firsts)
 
 
 def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
