@@ -1374,3 +1374,19 @@ def test_a_process_s_own_initialisation_is_start_up_whatever_work_the_process_do
                          (("worker_busy_loop", "run_step", "check"), 2)]:
         v, _ = run(p, crash(funcs))
         assert v["failed_stage"] == stage, (funcs, v["root_cause"])
+
+
+def test_an_agent_s_tool_or_observation_is_the_trajectory_s_work():
+    """A tool an agent calls and the observation its environment answers with are steps of an
+    episode: an error executing a tool (the words of a line of an error's shape, no traceback), or
+    a traceback through a tool's code, is in the trajectory."""
+    p = load_playbook(None)
+    served = ENGINE + "INFO 06-04 22:26:01 [api_server.py:1024] Starting vLLM API server on http://0.0.0.0:8000\n"
+    v, _ = run(p, served + "(TaskRunner pid=9) Error executing tool query_rag: 1 validation error for query_ragOutput\n")
+    assert v["failed_stage"] == 4, v["root_cause"]
+    v, _ = run(p, served + "(TaskRunner pid=9) ValueError: observation of the search tool is empty\n")  # no traceback
+    assert v["failed_stage"] == 4, v["root_cause"]
+    v, _ = run(p, ENGINE + traceback("", "ValueError: empty page", funcs=("main", "run", "call_tool")))
+    assert v["failed_stage"] == 4, v["root_cause"]
+    v, _ = run(p, ENGINE + traceback("", "ValueError: empty page", funcs=("main", "run", "parse_observation")))
+    assert v["failed_stage"] == 4, v["root_cause"]

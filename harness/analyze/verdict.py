@@ -311,12 +311,23 @@ def phase_under_way(an, line_no: int, lines: list[str], named: int | None = None
 QUOTED = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|`[^`]*`""")
 
 
+# an exception's own line, `Type: message` (a line of no traceback: its type is no work)
+EXC_HEAD = re.compile(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?:\([\w.]*\))?: ")
+
+
 def message_stage(pb, root: Finding) -> int | None:
-    """The stage of work an exception's message names, outside what it quotes, when no family's
-    signature matched it: where a failure that no frame, process or marker places happened (the
-    program's own message describes the operation it stopped)."""
-    _, head, message = root.text.partition(f"{root.exception}: ")
-    if root.signature or not root.exception or not head:
+    """The stage of work an error's message names, outside what it quotes, when no family's
+    signature matched it — an exception's message, or a line of a generic error shape (`Error
+    executing tool query_rag: …`, `ValueError: …` with no traceback): where a failure that no
+    frame, process or marker places happened (the program's own message describes the operation
+    it stopped)."""
+    if root.exception:
+        _, head, message = root.text.partition(f"{root.exception}: ")
+    else:
+        sig = next((s for s in pb.source.signatures if s.id == root.signature), None)
+        head = root.signature is None or (sig is not None and sig.category is None)  # no family's
+        message = EXC_HEAD.sub("", root.text)
+    if (root.signature and root.exception) or not head:
         return None
     return named_stage(pb, QUOTED.sub(" ", message))
 
