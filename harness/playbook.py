@@ -97,10 +97,13 @@ class StageHint(Pattern):
     `confines`: a process of this kind (matched on its actor name) does only this stage's work once
     it is set up — whatever its frames are called, its failures are of this stage (an engine's
     `logprobs` are a completion's); set-up frames stay engine_start, and while the engine is still
-    starting the stage under way says so."""
+    starting the stage under way says so. `encloses`: a frame of this kind runs other stages' work
+    as part of its own (vLLM's start-up profile run generates dummy tokens): a failure with it on
+    its own path is of this stage, whatever the frames inside it name."""
 
     stage: Stage
     confines: bool = False
+    encloses: bool = False
 
 
 class StageWords(_Model):

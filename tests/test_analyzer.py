@@ -1390,3 +1390,24 @@ def test_an_agent_s_tool_or_observation_is_the_trajectory_s_work():
     assert v["failed_stage"] == 4, v["root_cause"]
     v, _ = run(p, ENGINE + traceback("", "ValueError: empty page", funcs=("main", "run", "parse_observation")))
     assert v["failed_stage"] == 4, v["root_cause"]
+
+
+def test_vllm_s_start_up_profile_run_encloses_the_forward_passes_it_runs():
+    """vLLM's model forward passes (its compiled graphs, its model classes) are a generation's work,
+    and the start-up's profile run runs the same ones: out of memory there is start-up, in a step of
+    the engine a generation; a dump of an engine waiting under them (py-spy's relative paths) is in
+    a generation too."""
+    def oom(frames):
+        body = "".join(f'  File "/venv/lib/python3.12/site-packages/vllm/{path}", line {i + 10}, in {fn}\n    x = y()\n'
+                       for i, (path, fn) in enumerate(frames))
+        return "Traceback (most recent call last):\n" + body + "torch.OutOfMemoryError: CUDA out of memory.\n"
+    forward = [("compilation/cuda_graph.py", "__call__"), ("model_executor/models/qwen2.py", "forward")]
+    start = [("v1/engine/core.py", "_initialize_kv_caches"), ("v1/worker/gpu_worker.py", "determine_available_memory"),
+             ("v1/worker/gpu_model_runner.py", "profile_run"), ("v1/worker/gpu_model_runner.py", "_dummy_run")]
+    p = load_playbook("vllm")
+    assert run(p, oom(start + forward))[0]["failed_stage"] == 1
+    assert run(p, oom([("v1/engine/core.py", "step")] + forward))[0]["failed_stage"] == 2
+    dump = ['Thread 41 (active): "MainThread"', "    all_reduce (vllm/distributed/parallel_state.py:132)",
+            "    forward (vllm/model_executor/models/qwen2.py:380)", "    __call__ (vllm/compilation/cuda_graph.py:223)"]
+    v = run(p, ENGINE + "\n".join(dump) + "\n", ts=1000.0, now=1000.0 + 7 * 86400)[0]
+    assert (v["outcome"], v["failed_stage"]) == ("hang", 2), v["root_cause"]

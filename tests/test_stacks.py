@@ -30,10 +30,12 @@ HUNG = textwrap.dedent("""\
     """)
 
 
-def dump_of(tmp_path: Path, phase: str, *flags: str) -> str:
-    """py-spy's dump of a real process hung inside `phase`, in a collective-like call."""
+def dump_of(tmp_path: Path, phase: str, *flags: str, thread: bool = False) -> str:
+    """py-spy's dump of a real process hung inside `phase`, in a collective-like call (with
+    `thread`, beside an idle thread of its own, as a data loader's feeder is)."""
     script = tmp_path / f"{phase}.py"
-    script.write_text(HUNG.format(phase=phase))
+    idle = "threading.Thread(target=threading.Event().wait, name='Feeder', daemon=True).start()\n"
+    script.write_text(HUNG.format(phase=phase).replace("fit()\n", (idle if thread else "") + "fit()\n"))
     p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "ready"
@@ -67,6 +69,36 @@ def test_a_dump_of_a_hung_process_says_where_the_silent_run_waits(tmp_path):
     # arguments and locals under it, which are not frames
     v = hung_verdict(before + dump_of(tmp_path, "generate_sequences", "--locals").splitlines())
     assert v["failed_stage"] == 2 and v["root_cause"]["text"].startswith("all_gather ("), v["root_cause"]
+
+
+@pytest.mark.skipif(not SPY.exists(), reason="py-spy is a test extra: pip install -e '.[test]'")
+def test_a_paste_that_starts_inside_a_dump_reads_its_first_thread_as_the_main_one(tmp_path):
+    """An issue's paste of a dump cut above its first thread's head: the frames it starts with are
+    the first thread py-spy printed, the main one, once another thread's head follows them — not
+    the idle thread the paste ends on. Frame-shaped lines with no head after them are no dump."""
+    dump = dump_of(tmp_path, "compute_ref_log_prob", thread=True).splitlines()
+    head = next(i for i, t in enumerate(dump) if t.startswith("Thread ") and t.endswith('"MainThread"'))
+    assert any(t.endswith('"Feeder"') for t in dump[head + 1:]), dump
+    v = hung_verdict(dump[head + 1:])
+    rc = v["root_cause"]
+    assert (v["outcome"], v["failed_stage"], rc["category"]) == ("hang", 6, "distributed_comm_hang"), rc
+    assert rc["text"].startswith("all_gather ("), rc
+    said = ["    Processing (1/2)", "    Loading (model.bin)", "[INFO] starting the server on port 8000",
+            "[INFO] waiting for the server to answer"]
+    rc = hung_verdict(said)["root_cause"]
+    assert rc["text"] == said[-1] and rc["category"] == "other", rc
+
+
+def test_torch_s_operator_dispatch_only_relays_the_call_the_frame_above_it_made():
+    """py-spy shows a custom op's call as `__call__ (torch/_ops.py:N)` innermost: the frame that
+    waits is the one that called the op (vLLM's all-reduce), a collective's."""
+    dump = ['Thread 41 (active): "MainThread"', "    __call__ (torch/_ops.py:1209)",
+            "    all_reduce (vllm/distributed/device_communicators/symm_mem.py:148)",
+            "    forward (vllm/model_executor/models/qwen2.py:380)", "    execute_model (vllm/v1/worker/gpu_model_runner.py:90)"]
+    v = hung_verdict(["starting the next step"] + dump)
+    rc = v["root_cause"]
+    assert rc["text"] == "all_reduce (vllm/distributed/device_communicators/symm_mem.py:148)", rc
+    assert rc["category"] == "distributed_comm_hang", rc
 
 
 def test_a_dump_before_the_run_went_on_says_nothing_of_where_it_stops():

@@ -185,7 +185,8 @@ class Analyzer:
     def _region(self, region: bytes) -> None:
         pos, end = 0, len(region)
         while pos < end:
-            if self.gate is not None and not self.blocks.open and not self._dicts:
+            if self.gate is not None and not self.blocks.open and not self._dicts and self.line_no:  # the first line read
+                # whatever it holds: a paste may start inside a dump (blocks: `headless`)
                 start = self.gate.next_line(region, pos)
                 if start > pos:
                     skipped = region.count(b"\n", pos, start)

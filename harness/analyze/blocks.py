@@ -91,6 +91,7 @@ class Block:
     innermost_first: bool = False  # faulthandler prints the innermost frame first
     ipython: bool = False  # IPython's shape (IPY_*)
     thread: str | None = None  # a py-spy dump's thread (PYSPY_HEAD): its name, "" when unnamed
+    headless: bool = False  # py-spy frames the log starts with, a thread's head cut off: a dump's once one follows
     at_end: bool = False  # still open when the log ended
     gap: int = 0  # lines of its process since its frames were interrupted (MAX_GAP)
 
@@ -146,6 +147,8 @@ class BlockAssembler:
     def _feed(self, line: Line, matched: bool) -> tuple[list[Block], bool]:
         text = line.text
         blk = self.open.get(line.proc)
+        if blk is None and line.no == 1 and PYSPY_FRAME.match(text):  # a paste that starts inside a dump
+            blk = self.open[line.proc] = Block(line.proc, line.no, innermost_first=True, thread="", headless=True)
         if (head := PYSPY_HEAD.match(text)) or (blk is not None and blk.thread is not None):
             closed, consumed = self._pyspy(line, head, blk)
             if consumed:
@@ -243,13 +246,16 @@ class BlockAssembler:
         frame joins it as a traceback's frame, outermost first; any other line ends it."""
         if head:
             closed = [self.open.pop(line.proc)] if blk is not None else []
+            if blk is not None:
+                blk.headless = False  # the dump's next thread: the frames before were its first
             blk = self.open[line.proc] = Block(line.proc, line.no, innermost_first=True, thread=head["name"] or "")
             blk.lines.append(line)
             return closed, True
         local = line.text.startswith(PYSPY_LOCALS)
         m = None if local else PYSPY_FRAME.match(line.text)
         if (m is None and not local) or len(blk.lines) >= MAX_BLOCK_LINES:
-            return [self.open.pop(line.proc)], False  # the thread's stack is over
+            self.open.pop(line.proc)  # the thread's stack is over (frames with no head before no
+            return ([] if blk.headless else [blk]), False  # thread of a dump: no dump's)
         blk.lines.append(line)
         if m is not None:  # `--native` frames name a library and no line
             blk.current.frames.insert(0, f'File "{m["path"]}", line {m["no"] or 0}, in {m["func"]}')

@@ -216,7 +216,12 @@ def path_level(pb: Playbook, groups: list[list[str]]) -> tuple[int | None, int |
     it went through): a caller that once built what is failing now (the driver's
     `TaskRunner.remote().run.remote(cfg)`) did its set-up long before; module and class names
     next; last, a training loop on the failing call's own path (`fit`, `grpo_train`,
-    `train_actor`): its own code between the phases it calls builds the update's data."""
+    `train_actor`): its own code between the phases it calls builds the update's data. A frame
+    that encloses its work (a hint's `encloses`: a start-up's profile run) on the failing call's
+    own path decides before any of them."""
+    for hint, rx in pb.stage_hints:
+        if hint.encloses and any(rx.search(e) for e in groups[0] if groups):
+            return STAGE_NO[hint.stage], SETUP
     for level in (STRONG, SETUP, MODULE, LOOP):
         for names in (groups[:2] if level in (SETUP, LOOP) else groups):
             if (stage := _level_stage(pb, names, level)) is not None:
