@@ -888,6 +888,16 @@ def test_a_silent_run_s_error_said_just_before_its_chatter_is_the_hang_s_line(er
     assert v["root_cause"]["text"] == "waiting for the workers", v["root_cause"]
 
 
+def test_a_silent_run_s_rules_of_punctuation_say_nothing_of_where_it_stopped():
+    """A report's frame (`------`, `=====`) drawn after a run's last words, then nothing: the hang's
+    line is the last one that says something; the rules do not count among its last three."""
+    union = load_playbook(None)
+    for rule in ("-" * 42, "=" * 20, "*** ***"):
+        said = ["(Trainer pid=3) Waiting for the rollout workers to return 64 samples", rule, "", rule]
+        v, _ = run(union, ENGINE + "\n".join(said) + "\n", ts=1000.0, now=1000.0 + 7200)
+        assert v["outcome"] == "hang" and v["root_cause"]["text"].endswith("return 64 samples"), (rule, v["root_cause"])
+
+
 def test_a_stage_begun_is_not_under_way_once_a_later_stage_passed():
     """rllm's step banner begins task dispatch; the trajectories done say the tasks went out: an
     error after them with nothing to place it is not a dispatch failure."""

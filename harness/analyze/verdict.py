@@ -125,9 +125,10 @@ REQUEST = re.compile(r'"(?:GET|POST|PUT|PATCH) (?P<path>/[^\s?"]*)\S* HTTP/[\d.]
 
 def _peeled(an, texts: list[str] | None = None) -> list:
     """A run's last lines (`texts`, else its tail) as Lines without Ray's and ranks' prefixes and
-    without blank lines (a framing's empty record says nothing)."""
-    return [ln for t in (an.tail if texts is None else texts)
-            if (ln := make_line(0, t, an.pb.prefixes, an.framing)).text.strip()]
+    without lines that say nothing: blank ones (a framing's empty record) and rules drawn with
+    punctuation (`------`, `=====`: a report's frame, not its words)."""
+    lines = [make_line(0, t, an.pb.prefixes, an.framing) for t in (an.tail if texts is None else texts)]
+    return [ln for ln in lines if any(c.isalnum() for c in ln.text)]
 
 
 # c10's backtrace of a C++ exception (c10/util/Backtrace.cpp: `frame #N: symbol + 0xOFF (0xADDR in
