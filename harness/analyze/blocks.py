@@ -254,8 +254,8 @@ class BlockAssembler:
         local = line.text.startswith(PYSPY_LOCALS)
         m = None if local else PYSPY_FRAME.match(line.text)
         if (m is None and not local) or len(blk.lines) >= MAX_BLOCK_LINES:
-            self.open.pop(line.proc)  # the thread's stack is over (frames with no head before no
-            return ([] if blk.headless else [blk]), False  # thread of a dump: no dump's)
+            self.open.pop(line.proc)  # the thread's stack is over; frames the log started with
+            return ([] if blk.headless else [blk]), False  # and no thread's head after: no dump
         blk.lines.append(line)
         if m is not None:  # `--native` frames name a library and no line
             blk.current.frames.insert(0, f'File "{m["path"]}", line {m["no"] or 0}, in {m["func"]}')

@@ -220,7 +220,7 @@ def path_level(pb: Playbook, groups: list[list[str]]) -> tuple[int | None, int |
     that encloses its work (a hint's `encloses`: a start-up's profile run) on the failing call's
     own path decides before any of them."""
     for hint, rx in pb.stage_hints:
-        if hint.encloses and any(rx.search(e) for e in groups[0] if groups):
+        if hint.encloses and groups and any(rx.search(e) for e in groups[0]):
             return STAGE_NO[hint.stage], SETUP
     for level in (STRONG, SETUP, MODULE, LOOP):
         for names in (groups[:2] if level in (SETUP, LOOP) else groups):

@@ -230,11 +230,10 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
 # iterable`; Objects/unicodeobject.c and listobject.c `string indices must be integers`, `list
 # indices must be integers or slices, not str`; Objects/floatobject.c `must be real number, not
 # NoneType`; `'<' not supported between instances of 'str' and 'int'`; Objects/dictobject.c
-# `unhashable type: 'list'`): a None where a value was
-# expected, a string where a dict was, a list where a number was. Past start-up that value is a
-# record's field handed between stages (tests/corpus/realworld10/1126, ms-swift's batch;
-# realworld8/907, verl's reward extra info); at start-up there are no records yet — a setting left
-# unset (realworld3/401, MindSpeed-RL's config).
+# `unhashable type: 'list'`): a None where a value was expected, a string where a dict was, a list
+# where a number was. Past start-up that value is a record's field handed between stages
+# (tests/corpus/realworld10/1126, ms-swift's batch); at start-up there are no records yet — a
+# setting left unset (realworld3/401, MindSpeed-RL's config).
 BUILTIN = r"(?:NoneType|list|dict|str|int|float|tuple|set|bool|bytes)"
 VALUE_TYPE = re.compile(rf"'{BUILTIN}' object is not (?:subscriptable|iterable|reversible|a mapping)"
                         rf"|(?:object|argument) of type '{BUILTIN}' (?:has no len\(\)|is not iterable)"
