@@ -77,12 +77,13 @@ def _make(pb: Playbook, line_no: int, text: str, sigs: list[Signature], sig: Sig
 
 
 def finding_from_line(line: Line, sigs: list[Signature], pb: Playbook, context: list[str]) -> Finding:
-    f = _make(pb, line.no, line.text, sigs, _best(sigs), "", {line.proc}, line.repeat)
+    sig = _best(sigs)
+    f = _make(pb, line.no, line.text, sigs, sig, "", {line.proc}, line.repeat)
     if f.stage is None:
         _place(f, pb, [failed_call(line.text)], [line.actor] if line.actor else [], "", line.text)
     elif f.stage == START:
         _work_over_setup(f, pb, [failed_call(line.text)])
-    _value_of_wrong_type(f, _best(sigs))
+    _value_of_wrong_type(f, sig)
     f.lines, f.context = [line.text], context
     return f
 

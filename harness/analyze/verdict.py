@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from ..chain import STAGE_NO, STAGES, stage_statuses
 from ..redact import redact
+from .blocks import LOOSE_EXC
 from .callpath import named_stage, path_stage, requested_stage
 from .findings import CUT_SHORT, ROLE_ORDER, Finding, family
 from .lines import canonical, make_line
@@ -312,10 +313,6 @@ def phase_under_way(an, line_no: int, lines: list[str], named: int | None = None
 QUOTED = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|`[^`]*`""")
 
 
-# an exception's own line, `Type: message` (a line of no traceback: its type is no work)
-EXC_HEAD = re.compile(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?:\([\w.]*\))?: ")
-
-
 def message_stage(pb, root: Finding) -> int | None:
     """The stage of work an error's message names, outside what it quotes, when no family's
     signature matched it — an exception's message, or a line of a generic error shape (`Error
@@ -327,7 +324,7 @@ def message_stage(pb, root: Finding) -> int | None:
     else:
         sig = next((s for s in pb.source.signatures if s.id == root.signature), None)
         head = root.signature is None or (sig is not None and sig.category is None)  # no family's
-        message = EXC_HEAD.sub("", root.text)
+        message = LOOSE_EXC.sub("", root.text)  # an exception's own head (`ValueError: `) names no work
     if (root.signature and root.exception) or not head:
         return None
     return named_stage(pb, QUOTED.sub(" ", message))
