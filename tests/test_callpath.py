@@ -812,6 +812,51 @@ def test_a_generation_engine_s_sampler_is_the_generation_a_dataloader_s_the_disp
     assert stage_of(union, log("torch/utils/data/sampler.py", "__iter__"))[0] == 3
 
 
+def test_a_batch_drawn_from_a_dataloader_is_the_dispatch_its_worker_s_error_the_cause():
+    """A DataLoader drawing the next batch (torch.utils.data's `__next__` → `_next_data` → `fetch`)
+    inside a trainer's update loop hands out tasks: task_dispatch, not the update the loop's frames
+    name. A worker's error comes back wrapped (`Caught KeyError in DataLoader worker process 0.`)
+    with its `Original Traceback`: the dataset's own exception is the root. Building the loader's
+    sampler (its constructor) is set-up."""
+    lib = "/venv/lib/python3.11/site-packages"
+    loop = ["Traceback (most recent call last):",
+            '  File "/srv/tinyrl/train.py", line 40, in main',
+            "    trainer.train()",
+            f'  File "{lib}/transformers/trainer.py", line 2514, in _inner_training_loop',
+            "    batch = next(epoch_iterator)",
+            f'  File "{lib}/torch/utils/data/dataloader.py", line 733, in __next__',
+            "    data = self._next_data()",
+            f'  File "{lib}/torch/utils/data/dataloader.py", line 1480, in _process_data',
+            "    data.reraise()",
+            f'  File "{lib}/torch/_utils.py", line 733, in reraise',
+            "    raise exception",
+            "KeyError: Caught KeyError in DataLoader worker process 0.",
+            "Original Traceback (most recent call last):",
+            f'  File "{lib}/torch/utils/data/_utils/worker.py", line 349, in _worker_loop',
+            "    data = fetcher.fetch(index)",
+            f'  File "{lib}/torch/utils/data/_utils/fetch.py", line 52, in fetch',
+            "    data = [self.dataset[idx] for idx in possibly_batched_index]",
+            '  File "/srv/tinyrl/prompts.py", line 18, in __getitem__',
+            '    return {"prompt": row["question"]}',
+            "KeyError: 'question'"]
+    union = load_playbook(None)
+    v = verdict_of(union, loop)
+    assert (v["failed_stage"], v["root_cause"]["text"], v["root_cause"]["category"]) == (3, "KeyError: 'question'", "data_format")
+    unwrapped = loop[:5] + loop[13:]  # num_workers=0: the dataset's error raised in the main process
+    assert stage_of(union, unwrapped) == (3, "KeyError: 'question'")
+    built = ["Traceback (most recent call last):",
+             '  File "/srv/tinyrl/train.py", line 22, in main',
+             "    loader = PromptLoader(prompts, shuffle=True)",
+             '  File "/srv/tinyrl/prompts.py", line 30, in __init__',
+             "    self.order = RandomSampler(self.prompts)",
+             f'  File "{lib}/torch/utils/data/sampler.py", line 163, in __init__',
+             "    if not isinstance(self.num_samples, int) or self.num_samples <= 0:",
+             f'  File "{lib}/torch/utils/data/sampler.py", line 172, in num_samples',
+             "    return len(self.data_source)",
+             "TypeError: object of type 'NoneType' has no len()"]
+    assert stage_of(union, built)[0] != 3
+
+
 def test_the_remote_frames_under_a_ray_wrapper_cut_short_are_inside_its_method():
     """Ray prints a failed task as its header, `RayTaskError(E): ray::Actor.method()`, then the
     remote traceback: cut before its exception, those frames are the innermost call known."""
