@@ -1421,3 +1421,65 @@ def test_vllm_s_start_up_profile_run_encloses_the_forward_passes_it_runs():
             "    forward (vllm/model_executor/models/qwen2.py:380)", "    __call__ (vllm/compilation/cuda_graph.py:223)"]
     v = run(p, ENGINE + "\n".join(dump) + "\n", ts=1000.0, now=1000.0 + 7 * 86400)[0]
     assert (v["outcome"], v["failed_stage"]) == ("hang", 2), v["root_cause"]
+
+
+def test_a_paste_s_elision_inside_a_traceback_does_not_cut_it_short():
+    """`...` on a line of its own between a traceback's frames, or before its exception, is the
+    paster's cut (frames left out): the traceback goes on, and its last line is its exception
+    whatever its type is named (`pkg.op.default: …`, a dispatcher's message without `Error`)."""
+    union = load_playbook(None)
+    head = ["Traceback (most recent call last):",
+            '  File "/srv/tinyrl/train.py", line 40, in main',
+            "    policy.forward(batch)"]
+    tail = ['  File "/venv/lib/python3.11/site-packages/kernels/attention.py", line 65, in attend',
+            "    out = varlen_forward(q, k, v)",
+            "kernels.varlen_forward.default: got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor"]
+    for elision in ("...", "…", "[...]"):
+        v, _ = run(union, "\n".join(head + [elision] + tail[:-1] + [elision] + tail[-1:]) + "\n")
+        assert v["outcome"] == "crash" and v["root_cause"]["text"].startswith("kernels.varlen_forward.default: got mixed"), \
+            (elision, v["outcome"], v["root_cause"])
+    v, _ = run(union, "\n".join(head + ["-- a note --"] + tail[-1:]) + "\n")  # other words: no elision
+    assert v["root_cause"]["text"].startswith("Traceback"), v["root_cause"]
+
+
+def test_an_error_no_family_names_raised_while_scoring_is_the_reward_function_s():
+    """A lone exception no signature or family names, whose message says it was scoring (its
+    words, no frame): raised in reward, by the reward function's own code — as when frames say so."""
+    union = load_playbook(None)
+    v, _ = run(union, "ValueError: the verifier cannot run in a thread: its timeout needs the main thread's signals\n")
+    assert (v["failed_stage"], v["root_cause"]["category"]) == (5, "reward_parsing"), v["root_cause"]
+    v, _ = run(union, "ValueError: the sampler cannot run in a thread: its timeout needs the main thread's signals\n")
+    assert v["root_cause"]["category"] != "reward_parsing", v["root_cause"]
+
+
+def test_a_dead_generation_engine_fails_its_client_s_call_in_the_completion_stage():
+    """vLLM's EngineDeadError reaches a client whose call went into an engine that died while it
+    served (one that dies at start-up fails `Engine core initialization failed` instead): an agent
+    loop's generation failed in completion, however deep in the agent loop it was called."""
+    union = load_playbook(None)
+    log = ["ray.exceptions.RayTaskError(EngineDeadError): ray::AgentWorker.run_episodes() (pid=95, ip=10.0.0.3)",
+           '  File "/srv/tinyrl/agent_loop.py", line 386, in run_episodes',
+           "    outputs = await asyncio.gather(*tasks)",
+           '  File "/srv/tinyrl/agent_loop.py", line 421, in _run_agent_loop',
+           "    output = await loop.run(params)",
+           "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause."]
+    v, _ = run(union, "\n".join(log) + "\n")
+    assert (v["outcome"], v["failed_stage"]) == ("crash", 2), (v["failed_stage"], v["root_cause"])
+
+
+@pytest.mark.parametrize("line, category, signature", [
+    ("RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+     "distributed_comm_hang", "nccl_error"),
+    ("RuntimeError: NCCL error: remote process exited or there was a network error", "distributed_comm_hang", "nccl_error"),
+    ("(ActorModelRayActor pid=8249) Refer to the documentation on how to address the out of memory issue: "
+     "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more memory on "
+     "this node or reducing task parallelism by requesting more CPUs per task.", "oom", "ray_memory_monitor_kill"),
+])
+def test_a_library_s_fixed_words_for_its_failure_name_it_alone(line, category, signature):
+    """The words a library prints for one failure, the rest of its report cut off: the NCCL wrappers
+    of vLLM and SGLang (`NCCL error: ` and NCCL's own error string), the advice Ray's memory monitor
+    ends its kill report with."""
+    union = load_playbook(None)
+    v, _ = run(union, "some work under way\n" + line + "\n")
+    rc = v["root_cause"]
+    assert (v["outcome"], rc["category"], rc["signature"]) == ("crash", category, signature), rc

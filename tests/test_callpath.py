@@ -857,6 +857,23 @@ def test_a_batch_drawn_from_a_dataloader_is_the_dispatch_its_worker_s_error_the_
     assert stage_of(union, built)[0] != 3
 
 
+def test_a_controller_s_dispatch_of_a_worker_call_names_no_stage():
+    """A controller splits the data of every call to its workers in its dispatch functions,
+    whatever the work (a generation, log-probs, an update): a failure there is of the work the
+    caller names, not a task dispatch."""
+    def log(caller):
+        return ["Traceback (most recent call last):",
+                f'  File "/srv/tinyrl/trainer.py", line 88, in {caller}',
+                "    out = self.policy.run(batch)",
+                '  File "/srv/tinyrl/controller/dispatch.py", line 191, in dispatch_chunks',
+                "    assert len(data) % chunks == 0",
+                "AssertionError: data batch size must be divisible by the number of workers, got 1032 and 512"]
+    union = load_playbook(None)
+    assert stage_of(union, log("compute_log_probs"))[0] == 6
+    assert stage_of(union, log("update_policy"))[0] == 7
+    assert stage_of(union, log("generate_rollouts"))[0] == 2
+
+
 def test_the_remote_frames_under_a_ray_wrapper_cut_short_are_inside_its_method():
     """Ray prints a failed task as its header, `RayTaskError(E): ray::Actor.method()`, then the
     remote traceback: cut before its exception, those frames are the innermost call known."""

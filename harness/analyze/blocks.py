@@ -39,6 +39,8 @@ LOOSE_EXC = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Except
 # `ray::agent_loop_worker_0:AgentLoopWorker.__init__()`: kept as `Class.method()`.
 SIGNATURE_LINE = re.compile(r"(?P<type>)(?P<inner>)")  # any line a signature matched: its exception type is unknown
 RAY_METHOD = re.compile(r"ray::(?:[\w.<>-]+:)?((?:[\w<>]+\.)?\w+\(\))")
+# A paste's elision of frames (`...`, `…`, `[...]` on a line of its own): the traceback goes on after it.
+ELIDED = re.compile(r"^\s*(?:\.{3,}|…|\[(?:\.{3}|…)\])\s*$")
 CARETS = re.compile(r"^\s*[~^]+[~^ ]*$")  # Python 3.11's markers under a frame's source line
 PANEL = ("│", "╰", "└")  # the rest of a rich traceback's panel (lines.py: unbox): its code context, its border
 # IPython's tracebacks (a notebook's, `ipython -c`; IPython.core.ultratb): the head names the exception
@@ -194,7 +196,7 @@ class BlockAssembler:
             if text.startswith(PANEL):
                 return [], True  # a panel's code context or border: read, not kept
             if (text.startswith((" ", "\t")) or not text or TB_START.match(text) or CARETS.match(text)
-                    or FRAME.match(text)):
+                    or FRAME.match(text) or ELIDED.match(text)):
                 self._add(blk, line)
                 return [], True
             m = is_exception_line(text)

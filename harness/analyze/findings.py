@@ -205,10 +205,7 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     if f.category == "other" and sig is None and seg is not None:
         f.category = frame_family(pb, with_calls(pb, seg.frames, seg.code))
     _value_of_wrong_type(f, sig)  # a family of messages, before the reward function's own
-    if f.category == "other" and sig is None and f.stage == STAGE_NO["reward"]:
-        # an error no family names, raised while scoring: the reward function's own (TRL's
-        # reward_funcs, verl's compute_score, OpenRLHF's remote_rm_fn run the user's code)
-        f.category = "reward_parsing"
+    f.category = scored_category(f, f.stage)
     if sig is None and f.stage == STAGE_NO["reward"] \
             and any(named_stage(pb, n) == f.stage for n in callee(line.text, KEYWORD_ERRORS)):
         # the reward function could not take the keyword arguments it was called with: trainers
@@ -250,6 +247,15 @@ def _value_of_wrong_type(f: Finding, sig: Signature | None) -> None:
     if f.category == "other" and (sig is None or sig.role != "cause") and f.stage not in (None, START) \
             and VALUE_TYPE.search(f.text):
         f.category = "data_format"
+
+
+def scored_category(f: Finding, stage: int | None) -> str:
+    """The category of a finding raised at `stage`: an error no family or signature names, raised
+    while scoring, is the reward function's own (TRL's reward_funcs, verl's compute_score,
+    OpenRLHF's remote_rm_fn run the user's code) — `reward_parsing`; else its own."""
+    if f.category == "other" and f.signature is None and stage == STAGE_NO["reward"]:
+        return "reward_parsing"
+    return f.category
 
 
 CUT_SHORT = "cut|"  # the key prefix of a traceback's finding whose exception the log does not show

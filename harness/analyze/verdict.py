@@ -10,7 +10,7 @@ from ..chain import STAGE_NO, STAGES, stage_statuses
 from ..redact import redact
 from .blocks import LOOSE_EXC
 from .callpath import named_stage, path_stage, requested_stage
-from .findings import CUT_SHORT, ROLE_ORDER, Finding, family
+from .findings import CUT_SHORT, ROLE_ORDER, Finding, family, scored_category
 from .lines import canonical, make_line
 from .metrics import measures, reports
 from .stacks import collective, waiting_frame
@@ -403,7 +403,8 @@ def build_verdict(an, now: float | None) -> dict:
             # name, the callers or a training loop
             stage = phase_under_way(an, root.line_no, root.context + root.lines[:1], stage) or stage
         if stage is None and (stage := message_stage(an.pb, root) or context_stage(an, root.context)) is not None:
-            root = replace(root, guessed=True)  # words, not a path: the lifecycle bounds them
+            # words, not a path: the lifecycle bounds them; an error raised while scoring is the reward function's
+            root = replace(root, guessed=True, category=scored_category(root, stage))
         # the lifecycle bounds only a stage nothing names or a loop's guess: a path's or a signature's stands
         floor = max(first_pass(an.reached, root.line_no), set_up([root.text])) if stage is None or root.guessed else 0
         failed = lifecycle_stage(stage, top, floor)
