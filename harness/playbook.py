@@ -142,14 +142,14 @@ class CategoryFamily(Pattern):
 class MetricRule(_Model):
     """A metric value that makes an update unhealthy or a result wrong, checked on every step
     line, not only the first. `when`: nonfinite (NaN/inf); zero; same (equal to the metric
-    `against` in the same line: a reward whose max is its min has no spread); above (beyond
+    `against` in the same line: a reward whose max is its min has no spread); above / below (beyond
     `limit`, a value no healthy run reaches); drift (above the mean + 3σ of the previous `window`
     values, once 5 were seen); explode / collapse (above 10× / below a tenth of the median of the
     previous values, once 3 were seen)."""
 
     id: str
     metric: str
-    when: Literal["nonfinite", "zero", "same", "above", "drift", "explode", "collapse"]
+    when: Literal["nonfinite", "zero", "same", "above", "below", "drift", "explode", "collapse"]
     against: str | None = None
     limit: float | None = None
     window: int = Field(20, ge=5)
@@ -166,8 +166,8 @@ class MetricRule(_Model):
     def _paired(self) -> "MetricRule":
         if (self.when == "same") != (self.against is not None):
             raise ValueError("`against:` names the metric to compare with, for `when: same` (and only then)")
-        if (self.when == "above") != (self.limit is not None):
-            raise ValueError("`limit:` is the bound a value must not pass, for `when: above` (and only then)")
+        if (self.when in ("above", "below")) != (self.limit is not None):
+            raise ValueError("`limit:` is the bound a value must not pass, for `when: above` or `below` (and only then)")
         return self
 
 

@@ -1483,3 +1483,23 @@ def test_a_library_s_fixed_words_for_its_failure_name_it_alone(line, category, s
     v, _ = run(union, "some work under way\n" + line + "\n")
     rc = v["root_cause"]
     assert (v["outcome"], rc["category"], rc["signature"]) == ("crash", category, signature), rc
+
+
+def test_an_importance_sampling_ratio_far_below_one_says_trainer_and_engine_hold_different_models():
+    """TRL's vLLM importance-sampling correction logs the mean ratio of the trainer's probability
+    of the rollout's tokens over the engine's: about 1 when both hold the same weights; a mean
+    below a tenth is an engine generating with other weights (not synced, a wrong mapping) —
+    a wrong result where the batch's log-probs are compared, with a finite loss and no error."""
+    union = load_playbook(None)
+
+    def step(i, ratio):
+        return (f"{{'loss': 0.0, 'grad_norm': 0.002, 'learning_rate': 1e-06, 'reward': 0.4, 'reward_std': 0.2, "
+                f"'sampling/sampling_logp_difference/mean': 0.03, 'sampling/importance_sampling_ratio/mean': {ratio}, "
+                f"'entropy': 2.1, 'epoch': {i}.0}}")
+    healthy = "\n".join(step(i, 0.998) for i in range(1, 4)) + "\n"
+    v, _ = run(union, healthy)
+    assert v["outcome"] == "pass", v["root_cause"]
+    v, _ = run(union, healthy + step(4, 3.25e-07) + "\n")
+    rc = v["root_cause"]
+    assert (v["outcome"], rc["category"], rc["signature"], v["failed_stage"]) == \
+        ("wrong_result", "weight_mapping", "trainer_rollout_is_ratio_collapsed", 6), rc

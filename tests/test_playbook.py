@@ -44,11 +44,12 @@ def test_unknown_category_and_unknown_field_are_named(tmp_path):
 
 def test_a_metric_bound_goes_with_its_rule(tmp_path):
     rule = "name: m\nmetric_rules:\n  - {{id: r, metric: loss, when: {when}, category: oom, stage: reward{extra}}}\n"
-    for when, extra in [("above", ""), ("zero", ", limit: 3")]:
+    for when, extra in [("above", ""), ("below", ""), ("zero", ", limit: 3")]:
         p = write(tmp_path, "m", rule.format(when=when, extra=extra))
         with pytest.raises(PlaybookError, match=r"limit"):
             read_file(p)
     assert read_file(write(tmp_path, "m", rule.format(when="above", extra=", limit: 3"))).metric_rules[0].limit == 3
+    assert read_file(write(tmp_path, "m", rule.format(when="below", extra=", limit: 0.1"))).metric_rules[0].limit == 0.1
 
 
 def test_a_stage_word_names_its_stage_and_a_neutral_one_none(tmp_path):

@@ -93,6 +93,8 @@ def violates(rule, values: dict[str, float], earlier) -> bool:
         return rule.against in values and values[rule.against] == value
     if rule.when == "above":
         return _finite(value) and value > rule.limit
+    if rule.when == "below":
+        return _finite(value) and value < rule.limit
     past = [x for x in list(earlier)[-rule.window:] if _finite(x)]
     if not _finite(value):
         return False  # the nonfinite rule's to say
