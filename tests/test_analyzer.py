@@ -793,6 +793,10 @@ def test_a_silent_run_whose_last_line_calls_a_collective_waits_in_it():
                                  # NCCL's own set-up lines (NCCL_DEBUG=INFO), then nothing: its set-up waits
                                  (tail + "node-3:1612:1660 [1] NCCL INFO Channel 11/0 : 7[7] -> 15[7] [send] via NET/IB/8/GDRDMA\n"
                                   "node-3:1612:1660 [1] NCCL INFO Connected NVLS tree", "distributed_comm_hang", 1),
+                                 # vLLM's and SGLang's NCCL wrapper building a communicator: every rank must join
+                                 (tail + "(Worker pid=150) INFO 01-22 20:05:19 [pynccl.py:113] vLLM is using nccl==2.28.9",
+                                  "distributed_comm_hang", 1),
+                                 (tail + "[2026-01-22 20:05:19 TP0] sglang is using nccl==2.27.7", "distributed_comm_hang", 1),
                                  (tail + "(WorkerDict pid=7) loading shard 3 of 8", "other", 1),
                                  (synced + "(WorkerDict pid=7) loading shard 3 of 8", "other", 2),
                                  (logprobs + "(WorkerDict pid=7) loading shard 3 of 8", "distributed_comm_hang", 6),
