@@ -1475,6 +1475,9 @@ def test_a_dead_generation_engine_fails_its_client_s_call_in_the_completion_stag
     ("RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
      "distributed_comm_hang", "nccl_error"),
     ("RuntimeError: NCCL error: remote process exited or there was a network error", "distributed_comm_hang", "nccl_error"),
+    ("RuntimeError: Input type (float) and bias type (c10::BFloat16) should be the same", "precision_dtype", None),
+    ("RuntimeError: Input type (torch.cuda.HalfTensor) and weight type (torch.cuda.FloatTensor) should be the same",
+     "precision_dtype", None),
     ("(ActorModelRayActor pid=8249) Refer to the documentation on how to address the out of memory issue: "
      "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more memory on "
      "this node or reducing task parallelism by requesting more CPUs per task.", "oom", "ray_memory_monitor_kill"),
@@ -1482,7 +1485,8 @@ def test_a_dead_generation_engine_fails_its_client_s_call_in_the_completion_stag
 def test_a_library_s_fixed_words_for_its_failure_name_it_alone(line, category, signature):
     """The words a library prints for one failure, the rest of its report cut off: the NCCL wrappers
     of vLLM and SGLang (`NCCL error: ` and NCCL's own error string), the advice Ray's memory monitor
-    ends its kill report with."""
+    ends its kill report with; torch's words for a layer's input of another dtype than its weight
+    or its bias (an error family: no signature)."""
     union = load_playbook(None)
     v, _ = run(union, "some work under way\n" + line + "\n")
     rc = v["root_cause"]
