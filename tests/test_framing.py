@@ -161,6 +161,24 @@ def test_heads_that_are_the_lines_own_are_not_a_framing(pb):
     assert rx is None or not re.search(r"INFO|WARNING", rx.pattern, re.I)  # a logger's level is the line's own
 
 
+def test_words_each_line_has_of_its_own_are_no_framing(pb):
+    """A word and a blank begin any line of prose: a short log whose lines begin with a word each
+    (two of them the same, over frames) is read as written — its last line whole; one word on every
+    line, a host's name, still frames them."""
+    def learned(lines):
+        return learn(lines, lambda t: len(peel(t, pb.prefixes)[2]))
+    lines = ['x  File "/srv/a.py", line 3, in f', 'x  File "/srv/c.py", line 4, in g', "waiting for the server"]
+    assert learned(lines) is None
+    a = Analyzer(pb)
+    a.feed(("\n".join(lines) + "\n").encode(), ts=1000.0)
+    a.finish()
+    v = a.verdict(now=1000.0 + 7200)  # silent for two hours: hung after its last line, read whole
+    assert (v["outcome"], v["root_cause"]["text"]) == ("hang", "waiting for the server"), v["root_cause"]
+    hosted = [f"gpunode  {ln}" for ln in ['Traceback (most recent call last):', '  File "/srv/a.py", line 3, in f',
+                                          "    run()", "ValueError: bad batch"]]
+    assert learned(hosted) is not None
+
+
 def test_a_framing_with_a_ray_prefix_under_it_peels_both(pb):
     text = framed(HEADS["pdsh"], RUN)
     a = Analyzer(pb)

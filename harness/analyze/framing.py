@@ -169,6 +169,10 @@ def _framing(head: list[str], lines: list[str], known, need: int, reads) -> re.P
     if (len(carried) < need or sum(end < len(t) for t, end in carried) * 2 < len(carried)  # lines follow it
             or sum(known(t) >= end for t, end in carried) * 2 >= len(carried)):
         return None
+    # Words and blanks alone begin any line of prose: as a framing they are one word on every line
+    # (a host's name), not a word each line has of its own (`waiting for the server`).
+    if set(head) <= {"a", " "} and len({t[:end].strip() for t, end in carried}) > 1:
+        return None
     # A framing hides how lines begin; peeled, more of them begin as a log's lines do (a traceback,
     # a frame, an exception, a prefix the playbook knows, a line it reads: a metric line). A head
     # that is the lines' own — `step:3 - ` on metric lines, `RuntimeError: ` repeated by ranks —
