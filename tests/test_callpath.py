@@ -156,8 +156,8 @@ def test_an_object_built_in_a_caller_s_line_is_not_where_the_failure_is():
            '  File "/srv/tinyrl/trainer.py", line 80, in serve',
            "    self.loop(state)",
            '  File "/srv/tinyrl/trainer.py", line 99, in loop',
-           "    row = table[key]",
-           "KeyError: 'k7'"]
+           "    self.lease.renew()",
+           "RuntimeError: lease lost"]
     assert stage_of(load_playbook(None), log)[0] == 2
 
 
@@ -193,7 +193,7 @@ def test_a_failure_in_the_training_loop_s_own_code_is_building_the_update_s_data
     assert stage_of(pb, phase)[0] == 2  # the phase the loop called names the stage
     for func, path in (("train_with_tools", "/srv/tinyrl/algo.py"), ("main", "/srv/tinyrl/train.py")):
         other = ["Traceback (most recent call last):", f'  File "{path}", line 40, in {func}',
-                 "    register_model(spec)", "KeyError: 'spec'"]
+                 "    register_model(spec)", "RuntimeError: model registry is locked"]
         assert stage_of(pb, other)[0] == 1, func
 
 
@@ -496,6 +496,80 @@ def test_a_run_whose_last_words_retry_a_failed_request_hangs(pb):
                '  File "/srv/tinyrl/rollout.py", line 88, in post', "    raise RuntimeError(msg)",
                "RuntimeError: gave up after 60 attempts: 503 Service Unavailable"]
     assert outcome(gave_up) == "crash"
+
+
+def test_a_run_silent_while_its_client_retries_waits_on_a_server_it_cannot_reach(pb):
+    """No error family named in the last lines, only a client's notice that it retries: the server
+    it asks for is not there (not up, not reachable) — network_proxy; the same silence without the
+    notice is a silent start-up's `other`."""
+    def silent(lines):
+        a = Analyzer(pb)
+        a.feed(("\n".join(lines) + "\n").encode(), ts=1000.0)
+        a.finish()
+        return a.verdict(now=1000.0 + 7200)["root_cause"]
+    waiting = ["2026-12-04 05:53:11 - INFO - tinyrl.client - Server is not up yet. Retrying in 2.0 seconds...",
+               "2026-12-04 05:53:13 - INFO - tinyrl.client - Server is not up yet. Retrying in 2.0 seconds..."]
+    rc = silent(waiting)
+    assert rc["signature"] == "silence" and rc["category"] == "network_proxy", rc
+    assert silent(["2026-12-04 05:53:11 - INFO - tinyrl.client - Server is not up yet."])["category"] == "other"
+
+
+def test_an_error_nothing_places_is_where_a_consequence_of_it_was_caught(pb):
+    """The engine's worker died of an error whose own frames name no work (a collective inside a
+    model's forward); the client that waited on it was generating when the engine died (vLLM's
+    EngineDeadError, `See stack trace (above) for the root cause`): the root is the worker's error,
+    at the stage of the call that caught its consequence; without that, the start-up default."""
+    worker = ["ERROR 12-03 18:53:09 [multiproc_executor.py:671] Traceback (most recent call last):",
+              'ERROR 12-03 18:53:09 [multiproc_executor.py:671]   File "/srv/tinyrl/comm.py", line 143, in all_gather',
+              "ERROR 12-03 18:53:09 [multiproc_executor.py:671]     dist.all_gather_into_tensor(out, inp)",
+              "ERROR 12-03 18:53:09 [multiproc_executor.py:671] torch.AcceleratorError: CUDA error: an illegal "
+              "memory access was encountered"]
+    client = ["ERROR 12-03 18:53:10 [async_llm.py:480] AsyncLLM output_handler failed.",
+              "ERROR 12-03 18:53:10 [async_llm.py:480] Traceback (most recent call last):",
+              'ERROR 12-03 18:53:10 [async_llm.py:480]   File "/venv/lib/python3.12/site-packages/vllm/v1/engine/'
+              'async_llm.py", line 431, in output_handler',
+              "ERROR 12-03 18:53:10 [async_llm.py:480]     raise self._format_exception(outputs) from None",
+              "ERROR 12-03 18:53:10 [async_llm.py:480] vllm.v1.engine.exceptions.EngineDeadError: EngineCore "
+              "encountered an issue. See stack trace (above) for the root cause."]
+    pbu = load_playbook(None)
+    failed, text = stage_of(pbu, worker + client)
+    assert failed == 2 and "illegal memory access" in text, (failed, text)
+    assert stage_of(pbu, worker)[0] == 1
+
+
+def test_a_record_s_shape_nothing_places_failed_where_records_are_read(pb):
+    """A missing field, a file that does not parse, an empty batch — raised with no frame, process
+    or marker to place it: not start-up (which builds workers, models and communicators) but the
+    first stage that reads the data's records, task dispatch; after a later stage passed, the
+    stage after it as always; an error of another family keeps the start-up default."""
+    assert stage_of(pb, ["KeyError: 'problem'"])[0] == 3
+    assert stage_of(pb, ["json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)"])[0] == 3
+    assert stage_of(pb, ["RuntimeError: torch.cat(): expected a non-empty list of Tensors"])[0] == 3
+    assert stage_of(pb, ["RuntimeError: lease lost"])[0] == 1
+
+
+def test_an_inference_engine_s_scheduler_is_a_generation_not_an_update():
+    """vLLM's and SGLang's schedulers run once per step of an engine serving requests: a failure in
+    them (`update_from_output`, whose words say `update`) is the generation's; building the
+    scheduler (SGLang's run_scheduler_process → Scheduler.__init__) is start-up."""
+    pbu = load_playbook(None)
+    serving = ["ERROR 11-30 08:21:36 [core.py:720] EngineCore encountered a fatal error.",
+               "Traceback (most recent call last):",
+               '  File "/venv/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 738, in run_busy_loop',
+               "    self._process_engine_step()",
+               '  File "/venv/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 295, in step',
+               "    engine_core_outputs = self.scheduler.update_from_output(",
+               '  File "/venv/lib/python3.12/site-packages/vllm/v1/core/sched/scheduler.py", line 977, in update_from_output',
+               "    assert not prompt_logprobs_tensors",
+               "AssertionError"]
+    assert stage_of(pbu, serving)[0] == 2
+    building = ["Traceback (most recent call last):",
+                '  File "/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 2534, in run_scheduler_process',
+                "    scheduler = Scheduler(",
+                '  File "/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 313, in __init__',
+                "    self.init_memory_pool(server_args)",
+                "RuntimeError: cache config rejected"]
+    assert stage_of(pbu, building)[0] == 1
 
 
 def test_a_python_warning_s_message_over_lines_is_no_error_of_a_silent_run(pb):
@@ -1018,7 +1092,8 @@ def test_an_error_no_frame_places_is_where_its_own_words_say_outside_what_it_quo
     assert alone("ValueError: failed to compute the reward of sample 3: the answer has no boxed part") == 5
     assert alone("RuntimeError: old log prob of 2 sequences is inf") == 6
     assert alone("AttributeError: 'RewardManager' object has no attribute 'compute_score'") == 1  # quoted: symbols
-    assert alone("KeyError: 'key \"responses\" not found in TensorDict with keys [\\'advantages\\']'") == 1
+    # quoted, a symbol; a record's key missing: no earlier than where records are read (task dispatch)
+    assert alone("KeyError: 'key \"responses\" not found in TensorDict with keys [\\'advantages\\']'") == 3
     assert alone("TimeoutError: Unable to reach the server within 30.0 seconds. You can increase this timeout by "
                  "setting the X_SERVER_TIMEOUT environment variable.") == 1  # a setting, no RL environment
     assert alone("RuntimeError: the environment returned no observation for turn 3") == 4

@@ -95,6 +95,18 @@ def set_up(lines: list[str]) -> int:
     return int(any(int(m[1]) > 1 for t in lines for m in SEQ.finditer(t)))
 
 
+def read_records(root: Finding, stage: int | None) -> int:
+    """The lifecycle's floor for a record's shape that nothing places (`data_format`: a field
+    missing, a file that does not parse, an empty batch): the stages before the one that first
+    reads the data's records — the dataloader's, task dispatch. Start-up builds workers, models and
+    communicators (DESIGN.md's stage 1); what reads a record is the data's path, wherever the
+    dataset is built (labelled: EasyR1's `KeyError: 'problem'` and empty position ids, OpenRLHF's
+    JSONDecodeError of a data file, open-instruct's missing `input_ids_prompt`, SkyRL's empty tail
+    batch: tests/corpus/realworld21/2106, 2107, 2121, realworld22/2222, 2227). A dataset that is
+    not there at all (None where a sampler wants one) is the configuration's, not a record's."""
+    return STAGE_NO["task_dispatch"] - 1 if stage is None and root.category == "data_format" else 0
+
+
 SILENCE = "silence"  # the signature id of a hang's root cause when no error was printed
 SILENT_CATEGORY = "other"  # its category when its last lines belong to no error family, outside the collective stages
 # Stages whose processes step together through collectives: the log-prob forward passes, the
@@ -213,7 +225,10 @@ def silence(an, quiet: float, stage: int) -> Finding:
     """The root cause of a run that went silent without an error: where its main thread waits when
     a stack dump shows it (the frame everyone waits on; in a collective, a collective's hang), else
     its last line, categorised by the error family its last lines belong to (a TCPStore wait is a
-    collective hang), else by the stage it hangs in (`silent_category`)."""
+    collective hang), else, when its last words are a client retrying its request, by the server
+    it cannot reach (`network_proxy`: TRL's vllm_client `Server is not up yet. Retrying in 2.0
+    seconds...`, tests/corpus/realworld22/2208; slime's `retrying... (attempt 51/60)`, realworld13/1404),
+    else by the stage it hangs in (`silent_category`)."""
     tail, last, cats = _last_said(an)
     frames, where = waits(an), "after this line"
     if frames:
@@ -221,7 +236,7 @@ def silence(an, quiet: float, stage: int) -> Finding:
         cats = ["distributed_comm_hang"] if coll else cats
         where = "; its main thread waits here" + (f", in the collective {coll}" if coll else "")
     return Finding(key=SILENCE, line_no=an.line_no, text=last,
-                   category=cats[0] if cats else silent_category(stage),
+                   category=cats[0] if cats else "network_proxy" if retrying(an) else silent_category(stage),
                    hint=f"The run printed nothing for {quiet:.0f}s {where}, in {STAGES[stage - 1]}: "
                         "see where its processes wait (the attempt's evidence: their stacks, states and last lines).",
                    stage=stage, outcome="hang", signature=SILENCE, detail=f"silent for {quiet:.0f}s",
@@ -330,6 +345,17 @@ def message_stage(pb, root: Finding) -> int | None:
     return named_stage(pb, QUOTED.sub(" ", message))
 
 
+def consequence_stage(findings: list[Finding], root: Finding) -> int | None:
+    """The stage of the first consequence after `root` that something places (its signature, its
+    call path): the failure it reports is the root's, seen from the process that waited on it —
+    vLLM's client raises EngineDeadError ("See stack trace (above) for the root cause",
+    v1/engine/exceptions.py) in the call that was generating when the engine core died
+    (tests/corpus/realworld21/2104, an ms-swift multi-turn rollout); Ray's "The actor is dead"
+    in the method its caller awaited."""
+    return next((f.stage for f in findings if f.line_no > root.line_no and f.role == "downstream"
+                 and f.stage is not None), None)
+
+
 CONTEXT_BACK = 5  # the lines before an error read for the work they name
 PATHLIKE = re.compile(r"\S*/\S*")  # a path or a URL: the names of files, not of work
 ENDED_WORK = re.compile(r"\b(?:[Cc]ompleted?|[Ff]inished|[Dd]one|[Ss]ucceeded|[Ss]uccessfully|took)\b")
@@ -402,11 +428,13 @@ def build_verdict(an, now: float | None) -> dict:
         if stage is None or root.by_context or root.guessed:  # a stage under way says more than a process's
             # name, the callers or a training loop
             stage = phase_under_way(an, root.line_no, root.context + root.lines[:1], stage) or stage
-        if stage is None and (stage := message_stage(an.pb, root) or context_stage(an, root.context)) is not None:
+        if stage is None and (stage := message_stage(an.pb, root) or context_stage(an, root.context)
+                              or consequence_stage(findings, root)) is not None:
             # words, not a path: the lifecycle bounds them; an error raised while scoring is the reward function's
             root = replace(root, guessed=True, category=scored_category(root, stage))
         # the lifecycle bounds only a stage nothing names or a loop's guess: a path's or a signature's stands
-        floor = max(first_pass(an.reached, root.line_no), set_up([root.text])) if stage is None or root.guessed else 0
+        floor = max(first_pass(an.reached, root.line_no), set_up([root.text]), read_records(root, stage)) \
+            if stage is None or root.guessed else 0
         failed = lifecycle_stage(stage, top, floor)
         lsp = top if outcome == "wrong_result" else min(top, failed - 1)
         if outcome == "crash" and silent_past(an, now, top) and retrying(an):
