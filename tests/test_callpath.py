@@ -548,6 +548,23 @@ def test_a_record_s_shape_nothing_places_failed_where_records_are_read(pb):
     assert stage_of(pb, ["RuntimeError: lease lost"])[0] == 1
 
 
+def test_a_batch_s_tensors_that_disagree_in_shape_are_the_trainer_s_forward_over_it(pb):
+    """torch's broadcast and view checks, a vision-language model's image tokens against its
+    features: with nothing on the path, the trainer's first pass over the rollout's batch (its
+    log-probs); a rollout engine's own check (vLLM's placeholders) is the generation's; a path that
+    names the work places it as always."""
+    assert stage_of(pb, ["RuntimeError: The size of tensor a (6236) must match the size of tensor b (8192) "
+                         "at non-singleton dimension 0"])[0] == 6
+    assert stage_of(pb, ["RuntimeError: shape '[2, 8]' is invalid for input of size 17"])[0] == 6
+    assert stage_of(pb, ["ValueError: Image features and image tokens do not match: tokens: 7952, features 8043"])[0] == 6
+    assert stage_of(pb, ["ValueError: Attempted to assign 308 + 104 = 412 multimodal tokens to 520 placeholders"])[0] == 2
+    in_generate = ["Traceback (most recent call last):",
+                   '  File "/srv/tinyrl/rollout.py", line 40, in generate_sequences',
+                   "    out = model(input_ids)",
+                   "RuntimeError: The size of tensor a (12) must match the size of tensor b (16) at non-singleton dimension 1"]
+    assert stage_of(pb, in_generate)[0] == 2
+
+
 def test_an_inference_engine_s_scheduler_is_a_generation_not_an_update():
     """vLLM's and SGLang's schedulers run once per step of an engine serving requests: a failure in
     them (`update_from_output`, whose words say `update`) is the generation's; building the
