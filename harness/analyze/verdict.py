@@ -350,8 +350,9 @@ def consequence_stage(findings: list[Finding], root: Finding) -> int | None:
     call path): the failure it reports is the root's, seen from the process that waited on it —
     vLLM's client raises EngineDeadError ("See stack trace (above) for the root cause",
     v1/engine/exceptions.py) in the call that was generating when the engine core died
-    (tests/corpus/realworld21/2104, an ms-swift multi-turn rollout); Ray's "The actor is dead"
-    in the method its caller awaited."""
+    (tests/corpus/realworld21/2104, an ms-swift multi-turn rollout). Consequences only (the
+    playbooks' `role: downstream`: an engine dead, a communicator aborted); wrappers were tried as
+    well and moved no labelled case."""
     return next((f.stage for f in findings if f.line_no > root.line_no and f.role == "downstream"
                  and f.stage is not None), None)
 
