@@ -133,6 +133,16 @@ def test_a_bare_exception_s_message_ends_where_a_record_with_a_head_of_its_own_b
     assert v["root_cause"]["text"] == "RuntimeError: Invalid mt19937 state", v["root_cause"]
 
 
+def test_an_exception_line_a_paste_indented_past_the_code_is_the_traceback_s_exception(pb):
+    """A paste that indents the exception as deep as the frames' code (or deeper): still the
+    traceback's exception, read with its message — never a crash of the analyzer."""
+    for indent in ("    ", "        "):
+        log = ["Traceback (most recent call last):", '  File "/srv/tinyrl/loader.py", line 31, in read_row',
+               "    row = json.loads(line)", f"{indent}ValueError: row 17 has no prompt field"]
+        v, _ = run(pb, "".join(ln + "\n" for ln in log))
+        assert v["outcome"] == "crash" and v["root_cause"]["text"].strip() == "ValueError: row 17 has no prompt field", v
+
+
 def test_a_traceback_interrupted_for_good_is_cut_short(pb):
     """Interrupted and never resumed: more lines than a thread's interjection, then no frame,
     source line or exception: the traceback is cut short where its frames stopped."""

@@ -140,8 +140,10 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     zones = []  # (segment, lines of its exception message)
     for i, seg in enumerate(segs):
         nxt = segs[i + 1].exc_no if i + 1 < len(segs) else None
+        # the exception's own line, however a paste indented it, then the message lines it runs on to
         zone = [(ln, sg) for ln, sg in per_line if ln.no >= seg.exc_no and (nxt is None or ln.no < nxt)
-                and not FRAME.match(ln.text) and not ln.text.startswith("    ") and ln.no not in blk.code_nos]
+                and (ln.no == seg.exc_no or not FRAME.match(ln.text) and not ln.text.startswith("    ")
+                     and ln.no not in blk.code_nos)]
         zones.append((seg, zone))
     if not zones:
         sig_lines = [(ln, sg) for ln, sg in per_line if sg]
