@@ -2,7 +2,7 @@
 split. A drop below a floor is a regression; raise a floor when the analyzer improves. The
 development splits (realworld, realworld2) have the floors the analyzer was built to; realworld3
 and realworld4 (collected for this repository) were not tuned on, and their floors are what
-general rules reach on them; realworld5 to realworld27 were held out (scored blind
+general rules reach on them; realworld5 to realworld28 were held out (scored blind
 first, README); realworld5, 7 and 9 to 22 are development data since (corpus_eval.HELD_OUT: the rest). No file is special-cased anywhere (see tests/corpus_eval.py)."""
 
 import pytest
@@ -45,6 +45,7 @@ FLOORS = {
     ("realworld25",): {"stage": 0.36, "category": 0.63, "digest": 1.0, "chosen": 0.90},
     ("realworld26",): {"stage": 0.52, "category": 0.52, "digest": 1.0, "chosen": 0.68},
     ("realworld27",): {"stage": 0.30, "category": 0.60, "digest": 1.0, "chosen": 0.85},
+    ("realworld28",): {"stage": 0.55, "category": 0.65, "digest": 1.0, "chosen": 0.85},
 }
 
 
