@@ -12,7 +12,13 @@ from harness.playbook import load_playbook
 UNION = load_playbook(None)
 PIECES = [b"Traceback (most recent call last):\n", b'  File "x.py", line 1, in f\n', b"ValueError: x\n",
           b"(WorkerDict pid=1) ", b"[rank0]: ", b"\x1b[31m", b"\r", b"\x00", b"\xff\xfe", b"step:1 - loss:nan\n",
-          b"The above exception was the direct cause of the following exception:\n", b"\n", b" [repeated 3x across cluster]"]
+          b"The above exception was the direct cause of the following exception:\n", b"\n", b" [repeated 3x across cluster]",
+          # the shapes pastes give a traceback: its code, an exception indented as deep, an elision, a
+          # bare assert; IPython's, faulthandler's and py-spy's stacks
+          b"    code()\n", b"    ValueError: x\n", b"...\n", b"AssertionError\n",
+          b"ValueError                                Traceback (most recent call last)\n", b"Cell In[1], line 2\n",
+          b"----> 2 f()\n", b"Fatal Python error: Aborted\n", b"Stack (most recent call first):\n",
+          b'Thread 0x1 (idle): "MainThread"\n', b"    f (x.py:1)\n"]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
