@@ -184,7 +184,8 @@ def test_a_remote_traceback_cut_short_says_where_it_stopped(pb):
            "(Runner pid=3)     self.rollout = vLLMRollout(\n")
     v, _ = run(pb, log)
     assert v["failed_stage"] == 1, v["root_cause"]
-    assert v["root_cause"]["text"].endswith("in _build_rollout: self.rollout = vLLMRollout()"), v["root_cause"]
+    assert v["root_cause"]["text"].endswith("in _build_rollout: self.rollout = vLLMRollout(, "
+                                            "called as self._build_rollout())"), v["root_cause"]
 
 
 def test_an_engine_woken_from_sleep_mode_is_syncing_weights_for_a_rollout():

@@ -300,10 +300,14 @@ def test_a_traceback_cut_short_names_the_frame_of_the_work_it_was_in(pb):
     assert v["failed_stage"] == 2, text
     assert 'in gather_full: out = _all_gather(self._shards), in File "/srv/tinyrl/workers.py", line 233, ' \
            "in sample: with self.weight_sync_manager:" in text
-    # cut short in the frame that names the work: nothing more to say
+    assert text.endswith(", called as batch = self.sample(prompts))"), text  # the program's line that called it
+    # cut short in the frame that names the work: that frame, and the statement that called it
     own = verdict_of(pb, cut[:5])["root_cause"]["text"]
     assert own.endswith('(cut short after File "/srv/tinyrl/workers.py", line 233, in sample: '
-                        "with self.weight_sync_manager:)"), own
+                        "with self.weight_sync_manager:, called as batch = self.sample(prompts))"), own
+    # no frame above it, no statement that called it
+    top = verdict_of(pb, cut[:1] + cut[3:5])["root_cause"]["text"]
+    assert top.endswith("in sample: with self.weight_sync_manager:)"), top
 
 
 def test_a_traceback_cut_short_in_a_library_names_the_program_s_call_when_no_function_names_work(pb):

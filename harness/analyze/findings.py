@@ -334,8 +334,11 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
 
 
 def _said(seg, pb: Playbook) -> str:
-    """Where a segment's frames stop: its innermost frame and the statement printed under it, and
-    the frame of the program's work it was in (`naming_frame`) when that is another."""
+    """Where a segment's frames stop: its innermost frame and the statement printed under it, the
+    frame of the program's work it was in (`naming_frame`) when that is another, and the statement
+    that called that work, printed under the frame above it (`fprop_logprobs =
+    policy.get_logprobs(train_data)["logprobs"]` above NeMo-RL's get_logprobs): the line of the
+    program's own loop an engineer looks for first."""
     def at(i: int) -> str:
         code = seg.code.get(i, "")
         return f"{seg.frames[i].strip()}: {code}" if code else seg.frames[i].strip()
@@ -344,7 +347,9 @@ def _said(seg, pb: Playbook) -> str:
     if work is None and all(FRAME.match(fr) for fr in seg.frames):  # no function names the work:
         own = [i for i, fr in enumerate(seg.frames) if not LIBRARY_FILE.search(FRAME.match(fr)[1])]
         work = own[-1] if own else None  # where the program's own code made the call
-    return at(inner) if work in (None, inner) else f"{at(inner)}, in {at(work)}"
+    where = at(inner) if work in (None, inner) else f"{at(inner)}, in {at(work)}"
+    call = seg.code.get(work - 1, "") if work else ""
+    return f"{where}, called as {call}" if call else where
 
 
 # A file of an installed package (pip's site-packages, Debian's dist-packages), a compiled module's
