@@ -1120,3 +1120,19 @@ def test_an_error_no_frame_places_is_where_its_own_words_say_outside_what_it_quo
     assert alone("RuntimeError: the environment returned no observation for turn 3") == 4
     assert alone("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. See the documentation "
                  "for Memory Management and PYTORCH_CUDA_ALLOC_CONF (environment variables)") == 1
+
+
+def test_a_trainer_s_start_banner_ends_start_up(pb):
+    """A trainer built on transformers' Trainer (or LLaMA-Factory's PPO loop) prints `***** Running
+    training *****` once its models, optimizer and engines are set up: a failure after it that
+    nothing else places is in the step that follows (its rollout first), not at start-up; before
+    it, start-up."""
+    failure = ["RuntimeError: CUDA error: an illegal memory access was encountered"]
+    banner = ["[INFO|trainer.py:2407] 2026-12-06 08:20:06,854 >> ***** Running training *****",
+              "[INFO|trainer.py:2408] 2026-12-06 08:20:06,854 >>   Num examples = 7,473",
+              "  0%|          | 0/935 [00:00<?, ?it/s]"]
+    v = verdict_of(pb, banner + failure)
+    assert (v["last_stage_passed"], v["failed_stage"]) == (1, 2)
+    assert verdict_of(pb, failure)["failed_stage"] == 1
+    # a banner that only quotes the words is not the banner
+    assert verdict_of(pb, ["echo '***** Running training ***** soon'"] + failure)["failed_stage"] == 1
