@@ -61,3 +61,13 @@ def test_a_ray_task_named_with_commas_is_a_prefix_a_tuple_is_not():
     assert make_line(2, "(roflbot-train-002, pid=2251) step 3", shipped).text == "step 3"
     for kept in ("(x, y) = f()", "(True, 1) out", "(a, b, pid) 3"):
         assert make_line(3, kept, shipped).text == kept
+
+
+def test_an_actor_s_repr_in_its_ray_prefix_is_peeled():
+    """Ray prints an actor's repr in place of its class name when the class defines __repr__;
+    NeMo-RL's workers give `Class[rank=N]`. A line that starts with an indexed expression is kept."""
+    shipped = load_playbook(None).prefixes
+    line = make_line(1, "(MegatronPolicyWorker[rank=8] pid=3294808, ip=10.109.19.209) Fatal Python error: Aborted", shipped)
+    assert (line.text, line.actor, line.proc) == ("Fatal Python error: Aborted", "MegatronPolicyWorker[rank=8]", "10.109.19.209:3294808")
+    for kept in ("(out[rank=0] is done) 1", "(batch[idx=3] pid) 4"):
+        assert make_line(2, kept, shipped).text == kept
