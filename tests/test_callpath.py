@@ -1136,3 +1136,15 @@ def test_a_trainer_s_start_banner_ends_start_up(pb):
     assert verdict_of(pb, failure)["failed_stage"] == 1
     # a banner that only quotes the words is not the banner
     assert verdict_of(pb, ["echo '***** Running training ***** soon'"] + failure)["failed_stage"] == 1
+
+
+def test_a_message_that_something_could_not_be_loaded_is_set_up(pb):
+    """What a start-up loads — a reward model, a library, a checkpoint — is named by a message that
+    says it could not be loaded: set-up, not the work the object would do — before any stage
+    passed; after, loading is a later phase's work (a weight sync loads weights)."""
+    assert stage_of(pb, ["AssertionError: Reward model is not correctly loaded."])[0] == 1
+    assert stage_of(pb, ["RuntimeError: Failed to load the reward scorer from /ckpt/rm"])[0] == 1
+    assert stage_of(pb, ["AssertionError: Reward model is not correctly scored."])[0] == 5
+    step = ["{'loss': 0.1, 'grad_norm': 0.5, 'learning_rate': 1e-06, 'epoch': 0.01}"]
+    # after a whole step the words name the work (the reward's), not a set-up
+    assert stage_of(pb, step + ["RuntimeError: Failed to load the reward scorer from /ckpt/rm"])[0] == 5

@@ -328,12 +328,22 @@ def phase_under_way(an, line_no: int, lines: list[str], named: int | None = None
 QUOTED = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|`[^`]*`""")
 
 
-def message_stage(pb, root: Finding) -> int | None:
+# A message that says something could not be loaded reports a set-up that failed, whatever it
+# names: LLaMA-Factory's loader `Reward model is not correctly loaded.` (tests/corpus/realworld15/1623,
+# realworld22/2223), vLLM's pynccl_wrapper `Failed to load NCCL library from …` (realworld10/1127),
+# NeMo-RL's checkpoint loader `Failed to load model from '…'` (realworld7/844) — the reward model, the
+# communicator and the checkpoint are the objects start-up builds. Once a stage passed, loading is a
+# later phase's work (a weight sync loads weights): the words say no more then.
+NOT_LOADED = re.compile(r"\bnot (?:been )?(?:correctly |properly |successfully )?loaded\b|"
+                        r"\b(?:[Ff]ailed|[Uu]nable|[Cc]ould not|[Cc]annot|[Cc]an't) (?:to )?load\b")
+
+
+def message_stage(pb, root: Finding, top: int = 0) -> int | None:
     """The stage of work an error's message names, outside what it quotes, when no family's
     signature matched it — an exception's message, or a line of a generic error shape (`Error
     executing tool query_rag: …`, `ValueError: …` with no traceback): where a failure that no
     frame, process or marker places happened (the program's own message describes the operation
-    it stopped)."""
+    it stopped); one that says something could not be loaded, before any stage passed, set-up's."""
     if root.exception:
         _, head, message = root.text.partition(f"{root.exception}: ")
     else:
@@ -342,6 +352,8 @@ def message_stage(pb, root: Finding) -> int | None:
         message = LOOSE_EXC.sub("", root.text)  # an exception's own head (`ValueError: `) names no work
     if (root.signature and root.exception) or not head:
         return None
+    if NOT_LOADED.search(message) and top == 0:  # after a stage passed, a load is a later phase's (a weight sync's)
+        return STAGE_NO["engine_start"]
     return named_stage(pb, QUOTED.sub(" ", message))
 
 
@@ -429,7 +441,7 @@ def build_verdict(an, now: float | None) -> dict:
         if stage is None or root.by_context or root.guessed:  # a stage under way says more than a process's
             # name, the callers or a training loop
             stage = phase_under_way(an, root.line_no, root.context + root.lines[:1], stage) or stage
-        if stage is None and (stage := message_stage(an.pb, root) or context_stage(an, root.context)
+        if stage is None and (stage := message_stage(an.pb, root, top) or context_stage(an, root.context)
                               or consequence_stage(findings, root)) is not None:
             # words, not a path: the lifecycle bounds them; an error raised while scoring is the reward function's
             root = replace(root, guessed=True, category=scored_category(root, stage))
