@@ -1148,3 +1148,25 @@ def test_a_message_that_something_could_not_be_loaded_is_set_up(pb):
     step = ["{'loss': 0.1, 'grad_norm': 0.5, 'learning_rate': 1e-06, 'epoch': 0.01}"]
     # after a whole step the words name the work (the reward's), not a set-up
     assert stage_of(pb, step + ["RuntimeError: Failed to load the reward scorer from /ckpt/rm"])[0] == 5
+
+
+def test_a_rollout_engine_s_layers_run_a_generation_unless_start_up_encloses_them():
+    """vLLM's model executor — its models, their layers and custom ops (`CustomOp.forward` picks
+    `forward_cuda`, `forward_native`, vllm-ascend's `forward_oot`) — runs the forward passes of a
+    generation; inside the start-up's profile run (`_initialize_kv_caches` → `profile_run`) the
+    same frames are start-up's."""
+    ops = ['  File "/venv/lib/python3.10/site-packages/vllm/model_executor/custom_op.py", line 16, in forward',
+           "    return self._forward_method(*args, **kwargs)",
+           '  File "/venv/lib/python3.10/site-packages/vllm/model_executor/layers/activation.py", line 36, in forward_cuda',
+           "    out = torch.empty(output_shape, dtype=x.dtype, device=x.device)",
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 264.00 MiB."]
+    head = ["Traceback (most recent call last):",
+            '  File "/srv/tinyrl/main.py", line 9, in <module>',
+            "    main()"]
+    union = load_playbook(None)
+    assert stage_of(union, head + ops)[0] == 2
+    init = ['  File "/venv/lib/python3.10/site-packages/vllm/v1/engine/core.py", line 92, in _initialize_kv_caches',
+            "    self.model_executor.determine_available_memory()",
+            '  File "/venv/lib/python3.10/site-packages/vllm/v1/worker/gpu_model_runner.py", line 2201, in profile_run',
+            "    hidden_states = self._dummy_run(self.max_num_tokens)"]
+    assert stage_of(union, head + init + ops)[0] == 1

@@ -28,7 +28,7 @@ FLOORS = {
     ("realworld8",): {"stage": 0.40, "category": 0.55, "digest": 1.0, "chosen": 0.60},
     ("realworld9",): {"stage": 0.71, "category": 0.66, "digest": 1.0, "chosen": 0.80},
     ("realworld10",): {"stage": 0.68, "category": 0.68, "digest": 1.0, "chosen": 0.86},
-    ("realworld11",): {"stage": 0.72, "category": 0.45, "digest": 1.0, "chosen": 0.86},
+    ("realworld11",): {"stage": 0.81, "category": 0.45, "digest": 1.0, "chosen": 0.86},
     ("realworld12",): {"stage": 0.66, "category": 0.76, "digest": 1.0, "chosen": 0.94},
     ("realworld13",): {"stage": 0.93, "category": 0.50, "digest": 1.0, "chosen": 0.80},
     ("realworld14",): {"stage": 0.40, "category": 0.70, "digest": 1.0, "chosen": 0.75},
