@@ -1170,3 +1170,17 @@ def test_a_rollout_engine_s_layers_run_a_generation_unless_start_up_encloses_the
             '  File "/venv/lib/python3.10/site-packages/vllm/v1/worker/gpu_model_runner.py", line 2201, in profile_run',
             "    hidden_states = self._dummy_run(self.max_num_tokens)"]
     assert stage_of(union, head + init + ops)[0] == 1
+
+
+def test_a_rollout_engine_put_to_sleep_leaves_the_trainer_s_passes_under_way(pb):
+    """A colocated trainer puts its vLLM engine to sleep once the generation is over: a failure
+    after that nothing else places is in the trainer's passes over the batch (training_data); once
+    the engine wakes up again, the next step's rollout is under way."""
+    union = load_playbook(None)
+    sleep = ["(VllmGenerationWorker pid=33) INFO 06-24 09:11:00 [gpu_worker.py:175] Sleep mode freed 106.05 GiB memory, 9.47 GiB memory is still in use.",
+             "(VllmGenerationWorker pid=33) INFO 06-24 09:11:00 [abstract.py:331] It took 1.106435 seconds to fall asleep."]
+    failure = ["(PolicyWorker pid=44) Fatal Python error: Aborted"]
+    assert stage_of(union, failure)[0] == 1
+    assert stage_of(union, sleep + failure)[0] == 6
+    woke = ["(VllmGenerationWorker pid=33) INFO 06-24 09:12:00 [abstract.py:331] It took 0.9 seconds to wake up tags ['weights']."]
+    assert stage_of(union, sleep + woke + failure)[0] == 2
