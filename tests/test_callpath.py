@@ -1184,3 +1184,18 @@ def test_a_rollout_engine_put_to_sleep_leaves_the_trainer_s_passes_under_way(pb)
     assert stage_of(union, sleep + failure)[0] == 6
     woke = ["(VllmGenerationWorker pid=33) INFO 06-24 09:12:00 [abstract.py:331] It took 0.9 seconds to wake up tags ['weights']."]
     assert stage_of(union, sleep + woke + failure)[0] == 2
+
+
+def test_a_model_s_generate_is_a_completion_in_any_framework(pb):
+    """A PPO loop that calls the policy's `generate` (transformers' GenerationMixin, TRL's value-head
+    wrapper) is generating completions, whatever playbook reads it; a rollout manager's Ray method
+    `RolloutManager.generate()` runs a whole rollout, its trajectories (verl's and slime's)."""
+    union = load_playbook(None)
+    log = ["Traceback (most recent call last):",
+           '  File "/srv/tinyrl/ppo/trainer.py", line 143, in ppo_train',
+           "    queries, responses = self.get_inputs(batch)",
+           '  File "/srv/tinyrl/ppo/trainer.py", line 210, in get_inputs',
+           "    out = unwrapped_model.generate(**batch)"]
+    assert stage_of(union, log)[0] == 2
+    wrapper = ["ray.exceptions.RayTaskError(TimeoutError): ray::RolloutManager.generate() (pid=1694029, ip=10.0.0.1)"]
+    assert stage_of(union, wrapper)[0] == 4

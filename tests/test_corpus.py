@@ -35,7 +35,7 @@ FLOORS = {
     ("realworld15",): {"stage": 0.70, "category": 0.76, "digest": 1.0, "chosen": 0.94},
     ("realworld16",): {"stage": 0.55, "category": 0.55, "digest": 1.0, "chosen": 0.55},
     ("realworld17",): {"stage": 0.38, "category": 0.61, "digest": 1.0, "chosen": 0.77},
-    ("realworld18",): {"stage": 0.88, "category": 0.55, "digest": 1.0, "chosen": 0.83},
+    ("realworld18",): {"stage": 0.94, "category": 0.55, "digest": 1.0, "chosen": 0.83},
     ("realworld19",): {"stage": 0.78, "category": 0.50, "digest": 1.0, "chosen": 0.92},
     ("realworld20",): {"stage": 0.25, "category": 0.66, "digest": 1.0, "chosen": 0.83},
     ("realworld21",): {"stage": 0.56, "category": 0.62, "digest": 1.0, "chosen": 0.81},
@@ -47,7 +47,7 @@ FLOORS = {
     ("realworld27",): {"stage": 0.30, "category": 0.60, "digest": 1.0, "chosen": 0.85},
     ("realworld28",): {"stage": 0.55, "category": 0.65, "digest": 1.0, "chosen": 0.85},
     ("realworld29",): {"stage": 0.50, "category": 0.30, "digest": 1.0, "chosen": 0.90},
-    ("realworld30",): {"stage": 0.70, "category": 0.60, "digest": 1.0, "chosen": 0.90},
+    ("realworld30",): {"stage": 0.75, "category": 0.60, "digest": 1.0, "chosen": 0.90},
 }
 
 
