@@ -1199,3 +1199,14 @@ def test_a_model_s_generate_is_a_completion_in_any_framework(pb):
     assert stage_of(union, log)[0] == 2
     wrapper = ["ray.exceptions.RayTaskError(TimeoutError): ray::RolloutManager.generate() (pid=1694029, ip=10.0.0.1)"]
     assert stage_of(union, wrapper)[0] == 4
+
+
+def test_a_model_loaded_without_the_engine_its_trainer_asks_for_is_the_configuration(pb):
+    """Unsloth attaches a vLLM engine to a model only when asked to (fast_inference=True); a trainer
+    set to generate with vLLM then finds no `vllm_engine` on it: the loading flag, at start-up —
+    another attribute missing on a library's class stays the library version's."""
+    union = load_playbook(None)
+    v = verdict_of(union, ["AttributeError: 'Qwen2ForCausalLM' object has no attribute 'vllm_engine'"])
+    assert (v["failed_stage"], v["root_cause"]["category"]) == (1, "config_mismatch")
+    other = verdict_of(union, ["AttributeError: 'Qwen2ForCausalLM' object has no attribute 'fast_generate_batches'"])
+    assert other["root_cause"]["category"] == "version_incompat"
