@@ -1034,8 +1034,9 @@ def test_a_line_that_restates_a_later_exception_gives_way_to_it():
 def test_verl_s_switch_between_trainer_and_rollout_engine_is_the_completion_stage_s():
     """The sharding manager's __enter__ syncs the actor's weights into the rollout engine and wakes
     it, __exit__ puts it to sleep (so do newer verl's rollout_mode / trainer_mode): a failure there,
-    inside generate_sequences, is the weight sync's (completion); in the generation itself, the
-    rollout's (verl's agent loop: trajectory)."""
+    inside generate_sequences, is the weight sync's (completion); in the engine's generate, the
+    completions' (a model's or an engine's generate is a completion in any framework); in
+    generate_sequences' own code around it, the rollout's (verl's agent loop: trajectory)."""
     pb = load_playbook("verl")
     head = ("ray::WorkerDict.actor_rollout_generate_sequences() (pid=7, ip=10.0.0.1)\n"
             '  File "/srv/verl/verl/workers/fsdp_workers.py", line 446, in generate_sequences\n'
@@ -1049,6 +1050,10 @@ def test_verl_s_switch_between_trainer_and_rollout_engine_is_the_completion_stag
     v, _ = run(pb, head.replace("with self.rollout_sharding_manager:", "output = self.rollout.generate_sequences(prompts)")
                + '  File "/srv/verl/verl/workers/rollout/vllm_rollout.py", line 88, in generate_sequences\n'
                "    outputs = self.inference_engine.generate(prompts)\n" + tail)
+    assert v["failed_stage"] == 2, v["root_cause"]
+    v, _ = run(pb, head.replace("with self.rollout_sharding_manager:", "output = self.rollout.generate_sequences(prompts)")
+               + '  File "/srv/verl/verl/workers/rollout/vllm_rollout.py", line 91, in generate_sequences\n'
+               "    batch = pad_responses(outputs, self.pad_token_id)\n" + tail)
     assert v["failed_stage"] == 4, v["root_cause"]
     v, _ = run(pb, '  File "/srv/verl/verl/workers/fsdp_workers.py", line 600, in rollout_mode\n'
                    "    await self.rollout.resume()\n" + tail)
