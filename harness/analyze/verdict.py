@@ -338,12 +338,13 @@ NOT_LOADED = re.compile(r"\bnot (?:been )?(?:correctly |properly |successfully )
                         r"\b(?:[Ff]ailed|[Uu]nable|[Cc]ould not|[Cc]annot|[Cc]an't) (?:to )?load\b")
 
 
-def message_stage(pb, root: Finding, top: int = 0) -> int | None:
+def message_stage(pb, root: Finding, top: int) -> int | None:
     """The stage of work an error's message names, outside what it quotes, when no family's
     signature matched it — an exception's message, or a line of a generic error shape (`Error
     executing tool query_rag: …`, `ValueError: …` with no traceback): where a failure that no
     frame, process or marker places happened (the program's own message describes the operation
-    it stopped); one that says something could not be loaded, before any stage passed, set-up's."""
+    it stopped); one that says something could not be loaded, while no stage has passed (`top`, the
+    last stage passed, is 0), set-up's."""
     if root.exception:
         _, head, message = root.text.partition(f"{root.exception}: ")
     else:
