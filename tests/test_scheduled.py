@@ -103,8 +103,8 @@ def test_stop_lets_the_trainer_tear_down_then_sweeps_the_detached_actor_it_left(
         "k = Keeper.options(name='keeper-' + os.environ['HARNESS_RUN_ID'], lifetime='detached').remote()\n"
         "open('keeper.pid', 'w').write(str(ray.get(k.pid.remote())))\n")
     # Ray's default stop wait (3 s) would KILL this teardown half-way
-    cmd = (f"{PY} keeper.py && echo training; trap 'echo tearing down; sleep 5; echo torn down; exit 0' TERM; "
-           "sleep 300 & wait")
+    cmd = (f"trap 'echo tearing down; sleep 5; echo torn down; exit 0' TERM; {PY} keeper.py && echo training; "
+           "while :; do sleep 300 & wait; done")
 
     async def body(t):
         lau = launcher(t, ray_head, stop_wait=30)
@@ -227,7 +227,10 @@ def test_slurm_runs_your_own_batch_script_and_a_signal_is_an_exit_code(slurm_lab
 
 def test_slurm_stop_is_scancel_waited_for_until_the_job_left_the_queue(slurm_lab, tmp_path, monkeypatch):
     monkeypatch.setenv("SLURM_CONF", slurm_lab.conf)
-    cmd = "trap 'echo tearing down; sleep 2; echo torn down; exit 0' TERM; echo training; sleep 300 & wait"
+    # Slurm signals the job's processes one by one: a `sleep 300 & wait` whose sleep took its SIGTERM
+    # first would end the script before bash took its own, its trap never run; a loop waits again
+    cmd = ("trap 'echo tearing down; sleep 2; echo torn down; exit 0' TERM; echo training; "
+           "while :; do sleep 300 & wait; done")
 
     async def body(t):
         lau = SlurmLauncher(t, SlurmJob(stop_wait=20))
