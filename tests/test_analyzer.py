@@ -882,8 +882,8 @@ def test_a_silent_run_repeating_its_last_words_began_when_it_first_said_them():
 
 @pytest.mark.parametrize("error, chatter", [
     ("(TaskRunner pid=12) Error in reward_fn: 'reward_extra_info'", ["(TaskRunner pid=12) list(extra.keys())=[]"]),
-    ("(WorkerDict pid=7) File \"modeling.py\", line 363, in forward hidden = residual + hidden "
-     "RuntimeError: The size of tensor a (1280) must match the size of tensor b (5120)",
+    ("(WorkerDict pid=7) ERROR modeling.py:363 forward failed: "
+     "The size of tensor a (1280) must match the size of tensor b (5120)",
      ["(WorkerDict pid=7) residual shape is torch.Size([4, 1280, 2048])", "(WorkerDict pid=7) hidden shape [5120, 2048]"]),
     ("[ToolRunner] call 7 failed: local variable 'result' referenced before assignment",
      ["(AgentLoopWorker pid=34) retrying the episode with a new sandbox"]),
@@ -1235,6 +1235,28 @@ def test_a_line_printed_after_a_progress_bar_on_its_line_is_read_as_a_line_of_it
     shown = bar.lstrip("\r")
     two = unglued(make_line(1, f"(WorkerDict pid=7) {shown}ValueError: bad prompt", p.prefixes), p.prefixes)
     assert [(ln.text, ln.proc) for ln in two] == [(shown, ":7"), ("ValueError: bad prompt", "")]
+
+
+def test_a_traceback_pasted_onto_one_line_is_read_as_its_lines():
+    """An issue's paste that lost its line breaks, or a collector that joined a record's lines with
+    spaces: the frames, their statements and the exception stand on one line. Read as the lines
+    Python printed, the exception is the root cause of a crash, placed by its frames; a frame alone
+    on its line, or a line that only mentions a file, stays as it is."""
+    p = load_playbook(None)
+    frames = ['File "/srv/tinyrl/trainer.py", line 210, in fit', "self.update_policy(batch)",
+              'File "/srv/tinyrl/policy.py", line 88, in update_policy', "loss = self.loss_fn(logits, batch)",
+              'File "/srv/tinyrl/losses.py", line 19, in loss_fn', "ratio = torch.exp(logp - old_logp) ~~~~^~~~"]
+    exc = "RuntimeError: The size of tensor a (4096) must match the size of tensor b (2048) at non-singleton dimension 1"
+    for sep in (" ", "   ", "\t"):
+        flat = sep.join(["Traceback (most recent call last):", *frames, exc])
+        v, _ = run(p, ENGINE + f"(TaskRunner pid=9) {flat}\n")
+        rc = v["root_cause"]
+        assert (v["outcome"], rc["text"], v["failed_stage"]) == ("crash", exc, 7), (v["outcome"], rc)
+    from harness.analyze.lines import make_line, unglued
+    for alone in ['  File "/srv/tinyrl/losses.py", line 19, in loss_fn', 'see File "/srv/notes.txt" for the plan',
+                  'File "/srv/a.py", line 3, in main ValueError(x) was caught and logged']:
+        line = make_line(1, alone, p.prefixes)
+        assert [ln.text for ln in unglued(line, p.prefixes)] == [line.text]
 
 
 def test_an_error_no_family_names_raised_while_a_record_is_read_or_encoded_is_the_record_s_shape():

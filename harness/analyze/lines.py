@@ -138,10 +138,38 @@ def make_line(no: int, raw: str, prefixes: list[re.Pattern], framing=None) -> Li
 GLUED = re.compile(r"\| *[\d.]+[kMGT]?/[\d.?]+[kMGT]? \[[^\]]*\](?=\S)")
 
 
+# A traceback pasted onto one line (an issue's text that lost its line breaks, a collector that
+# joined a record's lines with spaces: tests/corpus/realworld5/634, realworld13/1408): Python prints
+# each frame, its statement and the exception on lines of their own (traceback.py
+# StackSummary.format_frame_summary: `  File "{}", line {}, in {}` then the statement indented;
+# TracebackException.format_exception_only: `{type}: {message}` at column 0). Read as those lines
+# when the line holds two frames, or a frame and an exception's head after it.
+FLAT_FRAME = re.compile(r'File "[^"\n]+", line \d+,? in [\w<>.]+')
+FLAT_EXC = re.compile(r"(?<=\s)(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?=: |$)")
+FLAT_HEAD = "Traceback (most recent call last):"
+
+
+def flattened(text: str) -> list[str] | None:
+    """The lines of a traceback pasted onto one line (see FLAT_FRAME), else None."""
+    frames = list(FLAT_FRAME.finditer(text))
+    exc = FLAT_EXC.search(text, frames[-1].end()) if frames else None
+    if not frames or (len(frames) == 1 and exc is None):
+        return None
+    head, said, _ = text[: frames[0].start()].partition(FLAT_HEAD)
+    out = [head, said]
+    for i, m in enumerate(frames):
+        end = frames[i + 1].start() if i + 1 < len(frames) else exc.start() if exc else len(text)
+        out += ["  " + m[0], "    " + text[m.end(): end].strip()]
+    out.append(text[exc.start():].strip() if exc else "")
+    return [t for t in out if t.strip()]
+
+
 def unglued(line: Line, prefixes: list[re.Pattern]) -> list[Line]:
     """The line, or the bar and each line printed after it, with its own prefixes peeled: another
     writer's (a Ray worker's bar in the driver's terminal, then the driver's traceback or the
-    shell's `Killed`), no process when it names none."""
+    shell's `Killed`), no process when it names none; a traceback pasted onto one line, its lines."""
+    if 'File "' in line.text and (texts := flattened(line.text)) is not None:
+        return [replace(line, text=t) for t in texts]
     if "%|" not in line.text or not (m := GLUED.search(line.text)):  # a bar with a total shows its percentage
         return [line]
     bar, rest = line.text[: m.end()], line.text[m.end():]
