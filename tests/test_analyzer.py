@@ -1259,6 +1259,22 @@ def test_a_traceback_pasted_onto_one_line_is_read_as_its_lines():
         assert [ln.text for ln in unglued(line, p.prefixes)] == [line.text]
 
 
+def test_a_message_s_backticks_lost_to_markdown_still_name_it():
+    """An issue's paste outside a code block loses each pair of backticks to markdown: the kernel's
+    assertion reads the same with or without them, and stays the root cause before the device-side
+    assert it causes."""
+    p = load_playbook(None)
+    for q in ("`", ""):
+        kernel = (f"/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectSmallIndex: block: [3,0,0], "
+                  f"thread: [7,0,0] Assertion {q}srcIndex < srcSelectDimSize{q} failed.")
+        log = ENGINE + kernel + "\n" + traceback("", "RuntimeError: CUDA error: device-side assert triggered")
+        rc = run(p, log)[0]["root_cause"]
+        assert (rc["text"], rc["category"]) == (kernel, "config_mismatch"), (q, rc)
+        other = f"csrc/sampler.cu:88: sample_kernel: block: [0,0,0], thread: [1,0,0] Assertion {q}p >= 0{q} failed."
+        rc = run(p, ENGINE + other + "\n")[0]["root_cause"]
+        assert rc is not None and rc["text"] == other, (q, rc)
+
+
 def test_an_error_no_family_names_raised_while_a_record_is_read_or_encoded_is_the_record_s_shape():
     """The frames, not the message: a bare assertion in a dataset's __getitem__, a collate_fn or a
     template's encode is data_format; the same assertion elsewhere says nothing of its class."""

@@ -47,7 +47,7 @@ FLOORS = {
     ("realworld27",): {"stage": 0.35, "category": 0.60, "digest": 1.0, "chosen": 0.85},
     ("realworld28",): {"stage": 0.55, "category": 0.65, "digest": 1.0, "chosen": 0.85},
     ("realworld29",): {"stage": 0.50, "category": 0.30, "digest": 1.0, "chosen": 0.90},
-    ("realworld30",): {"stage": 0.75, "category": 0.70, "digest": 1.0, "chosen": 0.90},
+    ("realworld30",): {"stage": 0.75, "category": 0.65, "digest": 1.0, "chosen": 0.95},
 }
 
 
