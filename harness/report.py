@@ -15,6 +15,7 @@ import textwrap
 import time
 from dataclasses import dataclass, field
 
+from .analyze.verdict import basis_note
 from .chain import STAGES
 from .redact import redact
 from .remote.hostinfo import devices_line, versions_line
@@ -235,7 +236,9 @@ def _result(a, ended: dict | None) -> str:
 
 
 def _where(v: dict) -> str:
-    return v["outcome"] + (f" at {STAGES[v['failed_stage'] - 1]}" if v.get("failed_stage") else "")
+    if not v.get("failed_stage"):
+        return v["outcome"]
+    return f"{v['outcome']} at {STAGES[v['failed_stage'] - 1]}{basis_note(v, brief=True)}"
 
 
 def _changes(n: int, events: list[dict]) -> list[str]:

@@ -9,6 +9,7 @@ import sys
 from rich.console import Console
 from rich.text import Text
 
+from .analyze.verdict import basis_note
 from .chain import STAGES
 
 _STYLE = {"passed": ("✓", "green"), "implied": ("✓", "dim green"), "failed": ("✗", "bold red"),
@@ -46,7 +47,8 @@ def show_verdict(console: Console, verdict: dict) -> None:
     head.append(verdict["outcome"].upper(), style=_OUTCOME[verdict["outcome"]])
     fs = verdict["failed_stage"]
     head.append(f"  last passed: {verdict['last_stage_passed']}/7"
-                + (f"  failed: {fs} {STAGES[fs - 1]}" if fs else "") + f"  [playbook {verdict['playbook']}]", style="dim")
+                + (f"  failed: {fs} {STAGES[fs - 1]}{basis_note(verdict)}" if fs else "")
+                + f"  [playbook {verdict['playbook']}]", style="dim")
     console.print(head)
     console.print(chain_bar(verdict))
     rc = verdict["root_cause"]

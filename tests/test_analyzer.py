@@ -1565,3 +1565,32 @@ def test_an_importance_sampling_ratio_far_below_one_says_trainer_and_engine_hold
     rc = v["root_cause"]
     assert (v["outcome"], rc["category"], rc["signature"], v["failed_stage"]) == \
         ("wrong_result", "weight_mapping", "trainer_rollout_is_ratio_collapsed", 6), rc
+
+
+def test_a_verdict_says_how_its_failed_stage_was_found():
+    """`stage_basis` says how far to trust the failed stage: placed where the error was raised (a
+    traceback's frames), a stack dump of where a silent run waits, a phase a progress bar says was
+    under way, the words of the last line, or assumed by the lifecycle when nothing in the log places
+    it — and the digest and `harness analyze` say so when it is assumed."""
+    from harness.analyze import build_digest
+    union, quiet = load_playbook(None), {"ts": 1000.0, "now": 1000.0 + 7 * 86400}
+    raised = ("Traceback (most recent call last):\n"
+              '  File "/opt/rl/workers/actor.py", line 812, in compute_log_prob\n'
+              "    out = self.model(batch)\n"
+              '  File "/opt/rl/models/policy.py", line 40, in forward\n'
+              "    return self.head(h)\n"
+              "ZeroDivisionError: division by zero\n")
+    cases = {"placed": (raised, {}, 6),
+             "stack": (ENGINE + 'Thread 41 (active): "MainThread"\n    all_reduce (vllm/distributed/parallel_state.py:132)\n'
+                       "    forward (vllm/model_executor/models/qwen2.py:380)\n", quiet, 2),
+             "under way": (ENGINE + "Compute rewards:  40%|████      | 2/5 [00:12<00:18, 6.1s/it]\n", quiet, 5),
+             "words": ("(RewardManager pid=9) scoring batch 3\n", quiet, 5),
+             "lifecycle": ("ZeroDivisionError: division by zero\n", {}, 1)}
+    for basis, (text, when, stage) in cases.items():
+        v, an = run(union, text, **when)
+        assert (v["failed_stage"], v["stage_basis"]) == (stage, basis), (basis, v["failed_stage"], v["root_cause"])
+        said = build_digest(v, an).splitlines()
+        assert any(f"stage_basis={basis}" in ln for ln in said), (basis, said[:4])
+        assert any("(stage assumed)" in ln for ln in said) == (basis == "lifecycle"), (basis, said[:4])
+    v, _ = run(union, ENGINE + "step:1 - actor/pg_loss:0.1 - actor/grad_norm:0.3\n")
+    assert v["failed_stage"] is None and v["stage_basis"] is None, v["outcome"]

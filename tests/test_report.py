@@ -108,6 +108,22 @@ def test_a_passing_session_in_markdown_with_its_diff(lab):
     assert "The cumulative diff is not included; `harness diff b-passed` shows it" in bare
 
 
+def test_an_attempt_whose_stage_nothing_places_reads_as_assumed(tmp_path):
+    """A run that dies of an error whose message names no stage's work, with no traceback, before
+    any stage marker: the journal's verdict says its stage is the lifecycle's (`stage_basis`), and
+    the report's matrix row says the stage was assumed, not found."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "run.sh").write_text("echo 'RuntimeError: the frobnicator gave up' >&2\nexit 1\n")  # no traceback
+    d = _run(tmp_path / "home", "c-assumed", spec_for(work), ScriptedModel([]), "gave_up")
+    verdicts = [e for e in journal(d) if e["type"] == "verdict"]
+    assert [(v["failed_stage"], v["stage_basis"]) for v in verdicts] == [(1, "lifecycle")], verdicts
+    md = markdown(journal(d), "")
+    assert "attempt 1 stopped with crash at engine_start (stage assumed), 0/7 stages passed" in md, md
+    assert re.search(r"\| 1 \| passed 0/7: `RuntimeError: the frobnicator gave up` \|[^|]*\| crash at engine_start "
+                     r"\(stage assumed\) \|", md), md
+
+
 def test_a_resumed_session_and_unknown_events(lab, tmp_path):
     """The stuck session resumed by the real controller (as `harness continue` does): a person
     intervened and the session ran on; then a stop somebody asked for, and an event type the

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..chain import STAGES
 from ..redact import redact
+from .verdict import basis_note
 
 CHARS_PER_TOKEN = 4
 MAX_LINE = 400
@@ -47,7 +48,9 @@ def build_digest(verdict: dict, an, max_tokens: int = 4000) -> str:
     marks = " ".join(f"{s['name']}:{s['status']}" for s in verdict["stages"])
     sections: list[tuple[str, list[str], float]] = [
         ("chain", [f"outcome={verdict['outcome']} last_stage_passed={verdict['last_stage_passed']} "
-                   f"failed_stage={fail}{' (' + STAGES[fail - 1] + ')' if fail else ''}", marks], 0.05)]
+                   f"failed_stage={fail}{' (' + STAGES[fail - 1] + ')' if fail else ''}"
+                   + (f" stage_basis={verdict['stage_basis']}{basis_note(verdict, brief=True)}" if fail else ""),
+                   marks], 0.05)]
     rc = verdict["root_cause"]
     root = _root_finding(an, rc)
     if rc:

@@ -403,13 +403,37 @@ def said_stage(an) -> int | None:
     return named_stage(an.pb, lines[-1].text) or (named_stage(an.pb, lines[-1].actor) if lines[-1].actor else None)
 
 
-def silent_stage(an, top: int) -> int:
-    """The stage a run that went silent hangs in: the work its main thread's stack names, when a
-    dump shows it (`waits`); else the phase under way at its end (a during marker, a bar still
-    counting), else the work its last lines name, else the one after the last passed (`top`)."""
+# How a verdict's failed stage was found (its `stage_basis`), so that whoever reads it knows how far
+# to trust it: `placed` — a signature, the failing call's frames or process, its error family;
+# `stack` — where a silent run's main thread waits in a stack dump; `under way` — the phase a marker
+# or a progress bar says had begun; `words` — what the error's message, the lines before it or a
+# silent run's last line name; `lifecycle` — nothing places it: the stage after the last one the log
+# shows passed (before any marker, start-up: DESIGN.md's convention), an assumption.
+ASSUMED = "lifecycle"
+BASIS_SAYS = {"placed": "where the error was raised", "stack": "where its main thread waits",
+              "under way": "the phase under way", "words": "what its lines name",
+              ASSUMED: "assumed: nothing in the log places it"}
+
+
+def basis_note(v: dict, brief: bool = False) -> str:
+    """How a verdict's failed stage was found, as a parenthesis for one line (` (assumed: …)`);
+    `brief`: only when it is assumed, in two words."""
+    basis = v.get("stage_basis") if v.get("failed_stage") else None
+    if brief:
+        return " (stage assumed)" if basis == ASSUMED else ""
+    return f" ({BASIS_SAYS[basis]})" if basis in BASIS_SAYS else ""
+
+
+def silent_stage(an, top: int) -> tuple[int, str]:
+    """(stage, basis) a run that went silent hangs in: the work its main thread's stack names,
+    when a dump shows it (`waits`); else the phase under way at its end (a during marker, a bar
+    still counting), else the work its last lines name, else the one after the last passed (`top`)."""
     frames = waits(an)
-    return ((path_stage(an.pb, [frames]) if frames else None) or phase_under_way(an, an.line_no + 1, an.tail)
-            or said_stage(an) or min(top + 1, len(STAGES)))
+    for stage, basis in ((path_stage(an.pb, [frames]) if frames else None, "stack"),
+                         (phase_under_way(an, an.line_no + 1, an.tail), "under way"), (said_stage(an), "words")):
+        if stage is not None:
+            return stage, basis
+    return min(top + 1, len(STAGES)), ASSUMED
 
 
 def silent_past(an, now: float | None, top: int) -> bool:
@@ -436,20 +460,24 @@ def build_verdict(an, now: float | None) -> dict:
     root = root_cause(findings, healthy_update)
     top = max(an.reached, default=0)
     failed: int | None = None
+    basis: str | None = None
     if root is not None:
         outcome = root.outcome
         stage = root.stage
+        basis = "placed" if stage is not None else None
         if stage is None or root.by_context or root.guessed:  # a stage under way says more than a process's
             # name, the callers or a training loop
-            stage = phase_under_way(an, root.line_no, root.context + root.lines[:1], stage) or stage
+            if (under := phase_under_way(an, root.line_no, root.context + root.lines[:1], stage)) is not None:
+                stage, basis = under, "under way"
         if stage is None and (stage := message_stage(an.pb, root, top) or context_stage(an, root.context)
                               or consequence_stage(findings, root)) is not None:
             # words, not a path: the lifecycle bounds them; an error raised while scoring is the reward function's
-            root = replace(root, guessed=True, category=scored_category(root, stage))
+            root, basis = replace(root, guessed=True, category=scored_category(root, stage)), "words"
         # the lifecycle bounds only a stage nothing names or a loop's guess: a path's or a signature's stands
         floor = max(first_pass(an.reached, root.line_no), set_up([root.text]), read_records(root, stage)) \
             if stage is None or root.guessed else 0
         failed = lifecycle_stage(stage, top, floor)
+        basis = basis if stage == failed else ASSUMED
         lsp = top if outcome == "wrong_result" else min(top, failed - 1)
         if outcome == "crash" and silent_past(an, now, top) and retrying(an):
             outcome = "hang"  # its last word: a client retrying the request that failed, then nothing
@@ -458,7 +486,7 @@ def build_verdict(an, now: float | None) -> dict:
     else:
         lsp = top
         if silent_past(an, now, top):
-            outcome, failed = "hang", silent_stage(an, max(top, set_up(an.tail)))
+            outcome, (failed, basis) = "hang", silent_stage(an, max(top, set_up(an.tail)))
             root = silence(an, now - an.last_ts, failed)
         elif an.line_no == 0:
             outcome = "unknown"
@@ -479,6 +507,7 @@ def build_verdict(an, now: float | None) -> dict:
         "outcome": outcome,
         "last_stage_passed": lsp,
         "failed_stage": failed,
+        "stage_basis": basis if failed else None,
         "stages": stages,
         "root_cause": rc,
         "findings": [f.to_dict() for f in findings[:20]],

@@ -246,7 +246,8 @@ class Session:
         alive_seconds = max(0.0, run_seconds - (self.link.down_seconds(now) - self._down0))
         v, root = w.verdict, w.verdict["root_cause"]
         ev = self.emit("verdict", attempt=n, outcome=v["outcome"], last_stage_passed=v["last_stage_passed"],
-                       failed_stage=v["failed_stage"], reason=w.reason, exit_code=w.exit_code,
+                       failed_stage=v["failed_stage"], stage_basis=v.get("stage_basis"), reason=w.reason,
+                       exit_code=w.exit_code,
                        root=root and {k: root.get(k) for k in ("text", "category", "class", "signature", "hint", "fix",
                                                                "stage", "origin")},
                        fingerprint=fingerprint(v), healthy_updates=an.healthy_updates, run_seconds=run_seconds,

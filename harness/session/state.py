@@ -5,8 +5,8 @@ Events (each also has `seq` and `t`, added by the journal):
     session   {session, host, workdir, spec}         once, first
     launch    {attempt, run_id, pid, sha}             a run started (sha: its ledger commit)
     stage     {attempt, stage, name}                  a stage reached for the first time in the attempt
-    verdict   {attempt, outcome, last_stage_passed, failed_stage, reason, exit_code, root, fingerprint,
-               healthy_updates, run_seconds, accel_seconds}   how the attempt ended (reason: passed |
+    verdict   {attempt, outcome, last_stage_passed, failed_stage, stage_basis, reason, exit_code, root,
+               fingerprint, healthy_updates, run_seconds, accel_seconds}   how the attempt ended (reason: passed |
                                                       failed | exited | hung | budget:<which> | stopped:
                                                       the harness stopped it before it ended)
     stopped   {attempt, run_id, survivors}            the run was stopped (or had exited) and swept

@@ -179,8 +179,8 @@ async def watch(ses, handle: RunHandle, an: Analyzer, on_stage, on_data) -> Watc
                 logs.finish()
                 v = an.verdict(None)
                 if v["outcome"] in ("running", "unknown"):  # over, with nothing that says why: its last line
-                    nxt = silent_stage(an, v["last_stage_passed"])
-                    v = _failed_at(v, nxt, ended(an, status.exit_code, nxt))
+                    nxt, basis = silent_stage(an, v["last_stage_passed"])
+                    v = _failed_at(v, nxt, basis, ended(an, status.exit_code, nxt))
                 passed = v["outcome"] == "pass" and an.healthy_updates >= spec.passing.actor_updates
                 return Watch(v, "passed" if passed else "exited", status.exit_code, postmortem=found)
         over = ses.budget_while_running(now, started)
@@ -218,15 +218,15 @@ def _hung(an: Analyzer, now: float, stall: float) -> dict:
     with its last line for the root cause (see `analyze.verdict.silence`)."""
     v = an.verdict(now)
     if v["outcome"] in ("running", "unknown"):
-        nxt = silent_stage(an, v["last_stage_passed"])
-        v = _failed_at(v, nxt, silence(an, now - (an.last_ts or now), nxt))
+        nxt, basis = silent_stage(an, v["last_stage_passed"])
+        v = _failed_at(v, nxt, basis, silence(an, now - (an.last_ts or now), nxt))
     return v
 
 
-def _failed_at(v: dict, stage: int, root: Finding) -> dict:
-    """`v` with the chain failed at `stage` for `root`, with its outcome."""
+def _failed_at(v: dict, stage: int, basis: str, root: Finding) -> dict:
+    """`v` with the chain failed at `stage` (found as `basis` says) for `root`, with its outcome."""
     rc = root.to_dict() | {"stage": v["stages"][stage - 1]["name"]}
-    v = {**v, "outcome": root.outcome, "failed_stage": stage, "root_cause": rc}
+    v = {**v, "outcome": root.outcome, "failed_stage": stage, "stage_basis": basis, "root_cause": rc}
     v["stages"] = [{**s, "status": "failed", "line_no": rc["line_no"], "evidence": rc["text"]} if i == stage else s
                    for i, s in enumerate(v["stages"], 1)]
     return v
