@@ -49,7 +49,9 @@ def build_digest(verdict: dict, an, max_tokens: int = 4000) -> str:
     sections: list[tuple[str, list[str], float]] = [
         ("chain", [f"outcome={verdict['outcome']} last_stage_passed={verdict['last_stage_passed']} "
                    f"failed_stage={fail}{' (' + STAGES[fail - 1] + ')' if fail else ''}"
-                   + (f" stage_basis={verdict['stage_basis']}{basis_note(verdict, brief=True)}" if fail else ""),
+                   # how the stage was found, when not where the error was raised (the usual case)
+                   + (f" stage_basis={basis}{basis_note(verdict, brief=True)}"
+                      if fail and (basis := verdict.get("stage_basis")) not in (None, "placed") else ""),
                    marks], 0.05)]
     rc = verdict["root_cause"]
     root = _root_finding(an, rc)
