@@ -300,6 +300,46 @@ def test_a_hang_comes_with_where_each_process_waits(tmp_path, monkeypatch):
     assert processes_of(work) == []
 
 
+PEERS = textwrap.dedent("""\
+    echo "minichain driver pid=$$: config run.sh, seed 0"
+    cat > rank.py <<'PY'
+    import os, threading, time
+    def all_reduce():
+        threading.Event().wait()
+    def update_actor():
+        all_reduce()
+    def compute_score():
+        while True:
+            time.sleep(0.05)
+    compute_score() if os.environ["RANK"] == "1" else update_actor()
+    PY
+    for r in 0 1 2; do RANK=$r "$PYTHON" rank.py & done
+    wait
+    """)
+
+
+def test_a_hang_names_the_rank_its_peers_wait_for(tmp_path, monkeypatch):
+    """Three ranks of one command line: two sit in the update's all-reduce, one is still scoring.
+    The hang's evidence says which process the others wait for, and the verdict places the hang
+    there — the reward, at that process's frame — not in the all-reduce."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")  # py-spy, as on a host
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "run.sh").write_text(PEERS)
+    ses = session(tmp_path, spec_for(work, launch={"stall": 1.5}), offline=True)
+    assert asyncio.run(ses.run()) == "gave_up"
+    v = events(ses, "verdict")[0]
+    evidence = (ses.dir / "attempts" / "01.evidence.txt").read_text()
+    head = evidence.split("\n\n")[0]
+    assert head.count(", in the collective all_reduce — ") == 2 and "waited on: pid " in head, head
+    assert "in compute_score (" in head.split("waited on: pid ")[1], head
+    assert (v["outcome"], v["failed_stage"], v["root"]["category"]) == ("hang", 5, "distributed_comm_hang"), v
+    assert v["root"]["text"].startswith("compute_score ("), v["root"]
+    digest = (ses.dir / "attempts" / "01.digest.txt").read_text()
+    assert "waited on: pid " in digest, digest[-1500:]
+    assert processes_of(work) == []
+
+
 def test_without_py_spy_the_evidence_says_how_to_get_stacks(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # a host with no py-spy
     work = tmp_path / "work"

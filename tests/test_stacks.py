@@ -176,3 +176,77 @@ def test_the_hang_evidence_says_where_each_process_waits_as_the_analyzer_reads_i
     root = hung_verdict(dump.splitlines())["root_cause"]["text"]
     assert lines[0].startswith(f"pid 4242 S 0.00s CPU/s in {root}, in the collective all_gather — python fit.py"), lines
     assert lines[1] == "pid 4243 D 0.03s CPU/s kernel wait io_schedule — bash run.sh", lines
+
+
+PEER = textwrap.dedent("""\
+    import os, threading, time
+    def all_reduce(grads):
+        threading.Event().wait()
+    def update_actor(batch):
+        all_reduce(batch)
+    def compute_score(batch):
+        while True:
+            time.sleep(0.05)
+    def serve():
+        threading.Event().wait()
+    print("ready", flush=True)
+    {"late": compute_score, "idle": lambda batch: serve()}.get(os.environ["ROLE"], update_actor)([1, 2])
+    """)
+
+
+def dumps_of(tmp_path: Path, roles: list[str]) -> str:
+    """py-spy's dumps of real processes started with one command line (as torchrun starts ranks),
+    each in the part its ROLE gives it (`idle`: another command line, a server waiting at its top),
+    one after another as a hang's evidence holds them."""
+    script = tmp_path / "peer.py"
+    script.write_text(PEER)
+    procs = [subprocess.Popen([sys.executable, str(script)] + (["--serve"] if role == "idle" else []),
+                              stdout=subprocess.PIPE, text=True, env={"ROLE": role, "PATH": "/usr/bin:/bin"})
+             for role in roles]
+    try:
+        assert all(p.stdout.readline().strip() == "ready" for p in procs)
+        out = []
+        for p in procs:
+            for _ in range(20):  # py-spy may catch the interpreter between two frames: try again
+                r = subprocess.run([str(SPY), "dump", "--pid", str(p.pid)], capture_output=True, text=True, timeout=60)
+                if r.returncode == 0 and "<module>" in r.stdout:
+                    break
+                time.sleep(0.2)
+            out.append(f"== process {p.pid}\n{r.stdout}")
+        return "".join(out), [p.pid for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.skipif(not SPY.exists(), reason="py-spy is a test extra: pip install -e '.[test]'")
+def test_the_process_its_peers_wait_for_in_a_collective_is_where_the_run_hangs(tmp_path):
+    """Ranks of one command line, two waiting in the update's all-reduce and one still scoring:
+    the one the others wait for is where the run hangs — its frame the root cause, its call path
+    the stage (the reward), a collective's hang — not the all-reduce everyone else sits in. A
+    process of another command line (a server waiting for requests) is no peer of theirs."""
+    from harness.analyze.stacks import dumps, waited_on
+    from harness.remote.evidence import waited
+    text, pids = dumps_of(tmp_path, ["wait", "late", "wait"])
+    late, n, op = waited_on(dumps(text))
+    assert ([p.pid for p in late], n, op) == ([str(pids[1])], 2, "all_reduce"), (late, n, op)
+    assert waited(text).startswith(f"waited on: pid {pids[1]}, in compute_score (peer.py:"), waited(text)
+    a = Analyzer(load_playbook("base"))
+    a.feed(b"step 3: reward 0.41\nstarting the next step\n", ts=1000.0)
+    a.finish()
+    a.saw(text)
+    v = a.verdict(now=1000.0 + 7 * 86400)
+    rc = v["root_cause"]
+    assert (v["outcome"], v["failed_stage"], rc["category"]) == ("hang", 5, "distributed_comm_hang"), rc
+    assert rc["text"].startswith("compute_score (") and "2 process(es) of its kind wait in the collective all_reduce" \
+        in rc["hint"], rc
+    # every peer in the collective: the collective is where it hangs (the update's)
+    text, _ = dumps_of(tmp_path, ["wait", "idle", "wait"])
+    assert waited_on(dumps(text)) is None and waited(text) is None
+    a = Analyzer(load_playbook("base"))
+    a.feed(b"starting the next step\n", ts=1000.0)
+    a.finish()
+    a.saw(text)
+    v = a.verdict(now=1000.0 + 7 * 86400)
+    assert (v["failed_stage"], v["root_cause"]["text"][:12]) == (7, "all_reduce ("), v["root_cause"]

@@ -23,7 +23,7 @@ from .framing import MIN_LINES, SAMPLE_LINES, learn, wrap_width
 from .gate import Gate, build_gate
 from .lines import Line, as_shown, canonical, clean, decode, make_line, peel, shown, unglued
 from .metrics import DICT_ITEM, DICT_LINES, DICT_OPEN, GENERIC_WORDS, HISTORY, generic_metrics, parse_metrics, violates
-from .stacks import collective
+from .stacks import collective, dumps, waited_on
 from .verdict import build_verdict
 
 WARNING = re.compile(r"\bWARN(?:ING)?\b|Warning: ")  # a boolean test: `\w*Warning: ` would crawl
@@ -411,15 +411,17 @@ class Analyzer:
 
     def saw(self, dump: str) -> None:
         """Stacks of the run's processes taken outside its log (py-spy's, in a hang's evidence):
-        the main thread that waits in a collective, else the first main thread, is where the run
-        waits — as if the log had shown that dump after its last line."""
+        where the run waits, as if the log had shown that dump after its last line — the main
+        thread of a process its peers wait for in a collective (`stacks.waited_on`), else the main
+        thread that waits in a collective, else the first main thread."""
+        late = waited_on(dumps(dump))
         asm, found = BlockAssembler(), []
-        for no, text in enumerate(dump.splitlines(), 1):
+        for no, text in enumerate(late[0][0].lines if late else dump.splitlines(), 1):
             found += asm.feed(make_line(no, text, []), False)[0]
         mains = [b for b in found + asm.close_all() if b.main_stack]
         best = next((b for b in mains if collective(b.main_stack)), mains[0] if mains else None)
         if best is not None:
-            self.stack = replace(best, start_no=self.line_no + 1)
+            self.stack = replace(best, start_no=self.line_no + 1, waited_by=late[1:] if late else None)
 
     # ------------------------------------------------------------------ verdict
 

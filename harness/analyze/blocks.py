@@ -96,6 +96,7 @@ class Block:
     headless: bool = False  # py-spy frames the log starts with, a thread's head cut off: a dump's once one follows
     at_end: bool = False  # still open when the log ended
     gap: int = 0  # lines of its process since its frames were interrupted (MAX_GAP)
+    waited_by: tuple[int, str] | None = None  # a dump's process others wait for: how many, in which collective
 
     @property
     def main_stack(self) -> list[str] | None:

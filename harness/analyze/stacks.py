@@ -6,8 +6,10 @@ collectives, the standard library's locks, queues and sockets): the call everyon
 from __future__ import annotations
 
 import re
+from collections import Counter
+from dataclasses import dataclass, field
 
-from .blocks import FRAME
+from .blocks import FRAME, PYSPY_FRAME, PYSPY_HEAD
 
 # The collectives proper (torch.distributed's ops and point-to-point calls, HCCL/NCCL's the same
 # names): a run whose processes wait in one hangs in a collective. Other waits on other processes'
@@ -29,9 +31,69 @@ def collective(frames: list[str]) -> str | None:
     return next((m[3] for fr in reversed(frames) if (m := FRAME.match(fr)) and COLLECTIVE_OPS.search(m[3])), None)
 
 
+def _own(frames: list[str]) -> list[re.Match]:
+    """The frames of a stack outside the waiting code (`WAITING`), outermost first."""
+    return [m for fr in frames if (m := FRAME.match(fr)) and not WAITING.search(m[1])]
+
+
 def waiting_frame(frames: list[str]) -> str:
     """The frame a stack waits in, as py-spy prints it (`func (path:line)`): the innermost one
     outside the waiting code (`WAITING`), else the innermost."""
-    parsed = [m for fr in frames if (m := FRAME.match(fr))]
-    own = [m for m in parsed if not WAITING.search(m[1])] or parsed
+    own = _own(frames) or [m for fr in frames if (m := FRAME.match(fr))]
     return f"{own[-1][3]} ({own[-1][1]}:{own[-1][2]})" if own else ""
+
+
+# py-spy's dump of a process starts with its command line: `Process 4242: python train.py --x`.
+PYSPY_PROCESS = re.compile(r"^Process (?P<pid>\d+): (?P<cmd>.*)$")
+
+
+@dataclass
+class Dumped:
+    """One process of a text of py-spy dumps: its pid, command line, the lines of its dump, and
+    its main thread's frames (py-spy prints the main thread first), outermost first."""
+    pid: str
+    cmd: str
+    lines: list[str] = field(default_factory=list)
+    main: list[str] = field(default_factory=list)
+
+
+def dumps(text: str) -> list[Dumped]:
+    """The processes whose py-spy dumps `text` holds (each from its `Process N:` line to the next,
+    or to a line of the harness's own evidence, `== …`)."""
+    out, cur, threads = [], None, 0
+    for line in text.splitlines():
+        if m := PYSPY_PROCESS.match(line):
+            cur, threads = Dumped(m["pid"], m["cmd"].strip()), 0
+            out.append(cur)
+        elif line.startswith("== "):
+            cur = None
+        if cur is None:
+            continue
+        cur.lines.append(line)
+        if PYSPY_HEAD.match(line):
+            threads += 1
+        elif threads == 1 and (f := PYSPY_FRAME.match(line)):
+            cur.main.insert(0, f'File "{f["path"]}", line {f["no"] or 0}, in {f["func"]}')
+    return out
+
+
+def kind(cmd: str) -> str:
+    """What a process is, to find its peers by: a Ray worker's title names its actor's class
+    (`ray::WorkerDict.update_actor` while a task runs, `ray::WorkerDict` between tasks); any other
+    process, its command line (torchrun and mpirun start every rank with the same one)."""
+    return cmd.split()[0].split(".", 1)[0] if cmd.startswith("ray::") else cmd
+
+
+def waited_on(procs: list[Dumped]) -> tuple[list[Dumped], int, str] | None:
+    """The processes the others wait on, how many wait, and in which collective: of a kind some
+    of whose processes wait in a collective, those that are not in one but in code of their own
+    (a rank still scoring, loading or stuck in a request while its peers sit in the all-reduce that
+    needs it — torch's flight recorder names the rank that never joined the same way); not one idle
+    in a relay's or Ray's wait for work. None when no such process is seen."""
+    for k in dict.fromkeys(kind(p.cmd) for p in procs):
+        peers = [p for p in procs if kind(p.cmd) == k and p.main]
+        waiting = [p for p in peers if collective(p.main)]
+        late = [p for p in peers if not collective(p.main) and _own(p.main)]
+        if waiting and late:
+            return late, len(waiting), Counter(collective(p.main) for p in waiting).most_common(1)[0][0]
+    return None

@@ -223,7 +223,8 @@ def waits(an) -> list[str] | None:
 
 def silence(an, quiet: float, stage: int) -> Finding:
     """The root cause of a run that went silent without an error: where its main thread waits when
-    a stack dump shows it (the frame everyone waits on; in a collective, a collective's hang), else
+    a stack dump shows it (the frame everyone waits on; in a collective, a collective's hang, as is
+    the frame of a process its peers wait for in one, `stacks.waited_on`), else
     its last line, categorised by the error family its last lines belong to (a TCPStore wait is a
     collective hang), else, when its last words are a client retrying its request, by the server
     it cannot reach (`network_proxy`: TRL's vllm_client `Server is not up yet. Retrying in 2.0
@@ -233,8 +234,12 @@ def silence(an, quiet: float, stage: int) -> Finding:
     frames, where = waits(an), "after this line"
     if frames:
         last, coll, tail = waiting_frame(frames), collective(frames), [ln.text for ln in an.stack.lines]
-        cats = ["distributed_comm_hang"] if coll else cats
+        cats = ["distributed_comm_hang"] if coll or an.stack.waited_by else cats
         where = "; its main thread waits here" + (f", in the collective {coll}" if coll else "")
+        if an.stack.waited_by:  # the process its peers wait for in a collective
+            n, op = an.stack.waited_by
+            where = (f"; {n} process(es) of its kind wait in the collective {op} for the one whose main thread "
+                     "is here")
     return Finding(key=SILENCE, line_no=an.line_no, text=last,
                    category=cats[0] if cats else "network_proxy" if retrying(an) else silent_category(stage),
                    hint=f"The run printed nothing for {quiet:.0f}s {where}, in {STAGES[stage - 1]}: "

@@ -2,8 +2,9 @@
 every process of the run, its state, the CPU it used in a second, its kernel wait channel, its
 command line, and — with py-spy on the host — the Python stack of each of its threads. Then one
 line per process saying where it waits (the innermost frame of its main thread, and the
-collective it is in when one is on the stack), so the agent and the report can say *where* the
-run hangs, not only that it does.
+collective it is in when one is on the stack), and the process its peers wait for when some of
+a kind wait in a collective and one of them is busy elsewhere, so the agent and the report can say
+*where* the run hangs, not only that it does.
 
     text = await hang_evidence(transport, handle.pgid, handle.run_id)
 """
@@ -12,8 +13,7 @@ from __future__ import annotations
 
 import re
 
-from ..analyze.blocks import PYSPY_FRAME, PYSPY_HEAD
-from ..analyze.stacks import collective, waiting_frame
+from ..analyze.stacks import collective, dumps, waited_on, waiting_frame
 from .procs import _vars, MEMBERS
 from .transport import Transport
 
@@ -48,23 +48,16 @@ def summary(raw: str) -> list[str]:
     out, cur = [], None
     for line in raw.splitlines():
         if m := _PROC.match(line):
-            cur = {"pid": m[1], "state": m[2], "cpu": int(m[3]) / max(1, int(m[4])), "wchan": m[5],
-                   "cmd": "", "thread": None, "frames": []}
+            cur = {"pid": m[1], "state": m[2], "cpu": int(m[3]) / max(1, int(m[4])), "wchan": m[5], "cmd": "",
+                   "dump": []}
             out.append(cur)
         elif cur is not None and line.startswith("cmd "):
             cur["cmd"] = line[4:].strip()
-        elif cur is not None and (t := PYSPY_HEAD.match(line)):
-            cur["thread"] = cur["thread"] or t["name"] or ""
-            cur["frames"].append(None)  # a thread boundary
-        elif cur is not None and (f := PYSPY_FRAME.match(line)):
-            cur["frames"].append(f'File "{f["path"]}", line {f["no"] or 0}, in {f["func"]}')
+        elif cur is not None:
+            cur["dump"].append(line)  # py-spy's dump of it, when there is one
     lines = []
     for p in out:
-        main = []
-        for fr in p["frames"][1:]:  # the first thread's frames (py-spy lists the main thread first)
-            if fr is None:
-                break
-            main.insert(0, fr)  # outermost first, as a traceback's
+        main = next((d.main for d in dumps("\n".join(p["dump"]))), [])  # its main thread (py-spy's first)
         # the frame it waits in, past the standard library's and c10d's waiting; the collective proper
         where = f"in {waiting_frame(main)}" if main else f"kernel wait {p['wchan']}"
         coll = collective(main)
@@ -73,12 +66,23 @@ def summary(raw: str) -> list[str]:
     return lines
 
 
+def waited(raw: str) -> str | None:
+    """The process(es) the others wait for (`stacks.waited_on`), in a line, when the dumps show one."""
+    if (late := waited_on(dumps(raw))) is None:
+        return None
+    procs, n, op = late
+    return (f"waited on: pid {', '.join(p.pid for p in procs)}, in {waiting_frame(procs[0].main)} — not in the "
+            f"collective {op} that {n} process(es) of its kind wait in")
+
+
 async def hang_evidence(t: Transport, pgid: int | None, run_id: str) -> str:
     """The evidence text (a summary, then the raw per-process dump), or what stopped it."""
     r = await t.run(_vars(pgid, run_id) + EVIDENCE, timeout=120)
     raw = r.stdout
     lines = summary(raw)
     head = [f"{len(lines)} process(es) of the run, sampled for 1 s:"] + [f"  {x}" for x in lines]
+    if late := waited(raw):
+        head.append(f"  {late}")
     if "== no py-spy" in raw:
         head.append("  (no py-spy on the host, so no Python stacks: `pip install py-spy` there, and the next "
                     "hang shows where each process waits)")
