@@ -75,3 +75,34 @@ def test_redact_spares_ordinary_keys():
     assert redact("{'TOKENIZERS_PARALLELISM': 'true'}") == "{'TOKENIZERS_PARALLELISM': 'true'}"
     assert redact("max_tokens: 4096, max_new_tokens=512") == "max_tokens: 4096, max_new_tokens=512"
     assert redact("api_key=abcd1234efgh") == "api_key=<redacted>"
+
+
+def _watchdog(rank: int, seq: int, op: str, pg: int = 0) -> str:
+    return (f"(WorkerDict pid={300 + rank}) [rank{rank}]:[E1013 11:12:31.456700123 ProcessGroupNCCL.cpp:2068] "
+            f"[PG ID {pg} PG GUID {pg}(default_pg) Rank {rank}] Process group watchdog thread terminated with exception: "
+            f"[Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=1, "
+            "NumelOut=1, Timeout(ms)=600000) ran for 600071 milliseconds before timing out.")
+
+
+def test_the_collectives_the_ranks_wait_in_read_together():
+    """Sixteen ranks' watchdogs: fifteen in the update's all-reduce #420, one in a broadcast #419 —
+    the ranks diverged and rank 7 is the odd one out; ranks that agree wait for a rank not among them
+    (or the collective itself); numbers count per process group, so two groups' watchdogs are read
+    apart; HCCL's notify waits that name the remote rank they wait for are counted."""
+    dogs = [_watchdog(r, 419, "BROADCAST") if r == 7 else _watchdog(r, 420, "ALLREDUCE") for r in range(16)]
+    said = digest_of("step:3 - actor/pg_loss:0.1\n" + "\n".join(dogs) + "\n")[0].split("\n## ")
+    part = next(p for p in said if p.startswith("collectives the ranks wait in"))
+    assert "ALLREDUCE #420: ranks 0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15" in part, part
+    assert "BROADCAST #419: rank 7" in part and "the odd one out: rank 7 (BROADCAST #419)" in part, part
+    # two groups, each agreeing within itself: no divergence
+    dogs = [_watchdog(r, 420, "ALLREDUCE") for r in range(4)] + [_watchdog(r, 77, "_ALLGATHER_BASE", pg=2) for r in (0, 1)]
+    part = next(p for p in digest_of("\n".join(dogs) + "\n")[0].split("\n## ") if p.startswith("collectives"))
+    assert "group 0: ALLREDUCE #420: ranks 0, 1, 2, 3" in part and "group 2: _ALLGATHER_BASE #77: ranks 0, 1" in part, part
+    assert "diverged" not in part and part.count("wait in the same collective") == 2, part
+    # one rank's watchdog alone says nothing of the others; HCCL names the peer it waits for
+    hccl = ["[ERROR] RUNTIME(37774,python):2025-09-15-01:33:15.281.764 EI0002: [PID: 37774] 2025-09-15-01:33:15.281.764 "
+            "The wait execution of the Notify register times out. Reason: The Notify register has not received the "
+            f"Notify record from remote rank: [5]. base information: [streamID:[2], taskID[{t}]]" for t in (8318, 8319)]
+    digest = digest_of(_watchdog(3, 420, "ALLREDUCE") + "\n" + "\n".join(hccl) + "\n")[0]
+    part = next(p for p in digest.split("\n## ") if p.startswith("collectives"))
+    assert part.splitlines()[1:] == ["HCCL's notify waits name the remote rank they wait for: rank 5 (2x)"], part

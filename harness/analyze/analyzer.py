@@ -23,7 +23,7 @@ from .framing import MIN_LINES, SAMPLE_LINES, learn, wrap_width
 from .gate import Gate, build_gate
 from .lines import Line, as_shown, canonical, clean, decode, make_line, peel, shown, unglued
 from .metrics import DICT_ITEM, DICT_LINES, DICT_OPEN, GENERIC_WORDS, HISTORY, generic_metrics, parse_metrics, violates
-from .stacks import collective, dumps, waited_on
+from .stacks import collective, dumps, waited_on, waited_rank, watchdog
 from .verdict import build_verdict
 
 WARNING = re.compile(r"\bWARN(?:ING)?\b|Warning: ")  # a boolean test: `\w*Warning: ` would crawl
@@ -83,6 +83,8 @@ class Analyzer:
         self._known: dict[str, tuple] = {}  # text -> _facts(text), for texts up to KNOWN_TEXT chars
         self._dicts: dict[str, list[Line]] = {}  # proc -> the lines of a pprint'ed dict it is printing
         self.stack: Block | None = None  # the latest main thread's stack a dump in the log showed (py-spy's)
+        self.watchdogs: dict[tuple[str, int], tuple[int, str]] = {}  # (group, rank) -> where its watchdog fired
+        self.waited_ranks: dict[int, int] = {}  # rank -> times HCCL named it the peer a wait waits for
         self.gate = self._gate()
 
     def _live(self, no: int, marker) -> bool:
@@ -259,6 +261,10 @@ class Analyzer:
         if noise and not text.endswith("(most recent call last):"):  # a bar a traceback's head landed on
             self._keep(as_shown(line))  # context and tail hold noise too; the digest drops it
             return
+        if sigs and (dog := watchdog(text)):  # a rank's watchdog, whether a block takes its line or not
+            self.watchdogs[dog[0]] = dog[1]
+        elif sigs and (peer := waited_rank(text)) is not None:
+            self.waited_ranks[peer] = self.waited_ranks.get(peer, 0) + line.repeat
         closed, consumed = self.blocks.feed(line, bool(sigs))
         for blk in closed:
             self._block_closed(blk)

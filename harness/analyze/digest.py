@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..chain import STAGES
 from ..redact import redact
+from .stacks import collectives_said
 from .verdict import basis_note
 
 CHARS_PER_TOKEN = 4
@@ -65,6 +66,8 @@ def build_digest(verdict: dict, an, max_tokens: int = 4000) -> str:
             sections.append(("error block (once)", root.lines, 0.35))
         if root is not None and root.context:
             sections.append(("lines before the error", _no_noise(an, root.context), 0.1))
+    if said := collectives_said(an.watchdogs, an.waited_ranks):
+        sections.append(("collectives the ranks wait in", said, 0.05))
     others = [f for f in verdict["findings"] if not rc or f["line_no"] != rc["line_no"]]
     if others:
         sections.append(("other errors", [f"line {f['line_no']} [{f['category']}/{f['role']}] x{f['count']}: "

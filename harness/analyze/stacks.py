@@ -97,3 +97,61 @@ def waited_on(procs: list[Dumped]) -> tuple[list[Dumped], int, str] | None:
         if waiting and late:
             return late, len(waiting), Counter(collective(p.main) for p in waiting).most_common(1)[0][0]
     return None
+
+
+# A collective's watchdog names the rank, the collective's number in its process group and its kind:
+# torch ProcessGroupNCCL `[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=696,
+# OpType=BROADCAST, …)` (torch >= 2.3 puts the group first: `[PG ID 0 PG GUID 0(default_pg) Rank 3] …`),
+# torch_npu's ProcessGroupHCCL the same with WorkHCCL. Numbers count within a group.
+WATCHDOG = re.compile(r"(?:\[PG ID (?P<pg>\d+)[^\]]*\].*?)?\[Rank (?P<rank>\d+)\] Watchdog caught collective operation "
+                      r"timeout: Work[A-Z]+\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)")
+
+
+def watchdog(text: str) -> tuple[tuple[str, int], tuple[int, str]] | None:
+    """((group, rank), (SeqNum, OpType)) of a collective watchdog's line, group "" when unnamed."""
+    m = WATCHDOG.search(text)
+    return ((m["pg"] or "", int(m["rank"])), (int(m["seq"]), m["op"])) if m else None
+
+
+# HCCL's notify wait names the peer it waits for (CANN EI0002, vocab §9: `The Notify register has not
+# received the Notify record from remote rank: [5].`; `[unknown]` when it cannot tell).
+REMOTE_RANK = re.compile(r"not received the Notify record from remote rank: \[(\d+)\]")
+
+
+def waited_rank(text: str) -> int | None:
+    """The remote rank an HCCL notify wait names, if it names one."""
+    return int(m[1]) if (m := REMOTE_RANK.search(text)) else None
+
+
+def collectives_said(seen: dict[tuple[str, int], tuple[int, str]], named: dict[int, int]) -> list[str]:
+    """What the ranks' watchdogs say together, group by group (`seen`: (group, rank) -> (SeqNum,
+    OpType) it timed out in): ranks of a group in different collectives diverged — one took another
+    path or is behind, and when the rest agree the odd one out is where to look (torch's flight
+    recorder reads its traces the same way); ranks all in the same one wait for a rank not among them,
+    or for the collective itself. Nothing for a group of fewer than two ranks. Then the ranks HCCL's
+    waits name as the peer they wait for (`named`: rank -> how many times)."""
+    said: list[str] = []
+    for pg in sorted({g for g, _ in seen}):
+        ranks = {r: at for (g, r), at in sorted(seen.items()) if g == pg}
+        if len(ranks) < 2:
+            continue
+        groups: dict[tuple[int, str], list[int]] = {}
+        for rank, at in ranks.items():
+            groups.setdefault(at, []).append(rank)
+        head = f"group {pg}: " if pg else ""
+        said += [f"{head}{op} #{seq}: rank{'s' if len(r) > 1 else ''} {', '.join(map(str, r))}"
+                 for (seq, op), r in groups.items()]
+        if len(groups) == 1:
+            said.append(f"all {len(ranks)} wait in the same collective: a rank not among them never joined it (what "
+                        "it did last says why), or, if these are all the ranks, the collective itself stalled")
+            continue
+        reading = "they wait in different collectives: their collectives diverged (one took another path or is behind)"
+        sizes = sorted(len(r) for r in groups.values())
+        if len(groups) == 2 and sizes[0] < sizes[1]:  # the rest agree among themselves: the odd one out
+            (seq, op), odd = min(groups.items(), key=lambda g: len(g[1]))
+            reading += f"; the odd one out: rank{'s' if len(odd) > 1 else ''} {', '.join(map(str, odd))} ({op} #{seq})"
+        said.append(reading)
+    if named:
+        said.append("HCCL's notify waits name the remote rank they wait for: "
+                    + ", ".join(f"rank {r} ({n}x)" for r, n in sorted(named.items(), key=lambda x: -x[1])))
+    return said
