@@ -337,6 +337,7 @@ def test_a_hang_names_the_rank_its_peers_wait_for(tmp_path, monkeypatch):
     assert v["root"]["text"].startswith("compute_score ("), v["root"]
     digest = (ses.dir / "attempts" / "01.digest.txt").read_text()
     assert "waited on: pid " in digest, digest[-1500:]
+    assert any(e["text"].startswith("the run hung; waited on: pid ") for e in events(ses, "note")), events(ses, "note")
     assert processes_of(work) == []
 
 

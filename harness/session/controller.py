@@ -256,9 +256,12 @@ class Session:
         if w.evidence:  # a hang: where each process waits, for the agent and the report
             (self.dir / "attempts" / f"{n:02d}.evidence.txt").write_text(w.evidence, encoding="utf-8")
             digest += "\n\n## Where the hung run waits\n" + w.evidence.split("\n\n", 1)[0][:2000] + "\n"
-            procs = w.evidence.split("\n\n", 1)[0].splitlines()[1:]
+            procs = [x.strip() for x in w.evidence.split("\n\n", 1)[0].splitlines()[1:]]
             self.emit("evidence", attempt=n, text=w.evidence.split("\n\n", 1)[0][:4000])
-            self.note(f"the run hung; {procs[0].strip()[:240] if procs else 'no process of it was left'} "
+            # what says most: the process the others wait for, else one in a collective, else the first
+            said = next((x for x in procs if x.startswith("waited on: ")), None) \
+                or next((x for x in procs if ", in the collective " in x), procs[0] if procs else None)
+            self.note(f"the run hung; {said[:240] if said else 'no process of it was left'} "
                       f"(all of it in attempts/{n:02d}.evidence.txt)")
         if w.postmortem:  # the failed run's files on the host, as they were before the relaunch
             (self.dir / "attempts" / f"{n:02d}.postmortem.txt").write_text(w.postmortem, encoding="utf-8")
