@@ -1,7 +1,9 @@
 """Where a live process waits, from its stack (py-spy's dump: the harness collects one from a hung
 run, and engineers paste them into issues): the collective it is in, when one is on the stack, and
 the frame that waits — the innermost one outside the code that does the waiting (torch.distributed's
-collectives, the standard library's locks, queues and sockets): the call everyone waits on."""
+collectives, the standard library's locks, queues and sockets): the call everyone waits on. Of several
+processes' dumps, the one its peers wait for in a collective; of several ranks' collective watchdogs
+in a log, what they say together."""
 
 from __future__ import annotations
 
