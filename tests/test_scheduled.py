@@ -122,6 +122,63 @@ def test_stop_lets_the_trainer_tear_down_then_sweeps_the_detached_actor_it_left(
     assert not Path(f"/proc/{keeper}").exists() or "Z" in Path(f"/proc/{keeper}/stat").read_text().split()[2]
 
 
+RANKS = """\
+import os, threading, time, ray
+ray.init()
+@ray.remote
+class Rank:
+    def update_actor(self):
+        return self.all_reduce()
+    def all_reduce(self):
+        threading.Event().wait()
+    def compute_score(self):
+        while True:
+            time.sleep(0.05)
+ranks = [Rank.remote() for _ in range(3)]
+calls = [r.compute_score.remote() if i == 1 else r.update_actor.remote() for i, r in enumerate(ranks)]
+print("training", flush=True)
+ray.get(calls)
+"""
+
+
+def test_a_ray_job_s_hang_evidence_names_the_actor_its_peers_wait_for(ray_head, tmp_path, monkeypatch):
+    """A Ray job whose three actors of one class hang: two in an all-reduce, one still scoring. The
+    hang's evidence (the run's processes found by the marker the job's runtime env gives its
+    workers, their stacks dumped with py-spy, titled `ray::Rank.<method>` by Ray) names the one the
+    others wait for, and read with the log it places the hang there: the reward, at its frame."""
+    from harness.analyze import Analyzer
+    from harness.playbook import load_playbook
+
+    monkeypatch.setenv("PATH", f"{Path(PY).parent}:{os.environ['PATH']}")  # py-spy, as on a host
+    (tmp_path / "ranks.py").write_text(RANKS)
+
+    async def body(t):
+        lau = launcher(t, ray_head)
+        h = await lau.launch(f"{PY} ranks.py", workdir=str(tmp_path))
+        await printed(h, limit=90)
+        for _ in range(40):  # until every actor runs its method (Ray retitles its process then)
+            evidence = await lau.evidence(h)
+            if evidence.split("\n\n")[0].count("— ray::Rank.") >= 3:
+                break
+            await asyncio.sleep(0.5)
+        await lau.stop(h, grace=2)
+        return h, evidence
+    h, evidence = local(body)
+    head = evidence.split("\n\n")[0]
+    # py-spy names a method by its class: `Rank.compute_score`
+    late = re.search(r"waited on: pid (\d+), in Rank\.compute_score \(\S*ranks\.py:\d+\) — not in the collective "
+                     r"Rank\.all_reduce that 2 process\(es\) of its kind wait in", head)
+    assert late, head
+    assert re.search(rf"pid {late[1]} \S+ [\d.]+s CPU/s in Rank\.compute_score \(.*ray::Rank\.compute_score", head), head
+    an = Analyzer(load_playbook(None))
+    an.feed(Path(h.log_path).read_bytes(), ts=1000.0)
+    an.finish()
+    an.saw(evidence)
+    v = an.verdict(now=1000.0 + 7 * 86400)
+    assert (v["failed_stage"], v["root_cause"]["category"]) == (5, "distributed_comm_hang"), v["root_cause"]
+    assert v["root_cause"]["text"].startswith("Rank.compute_score ("), v["root_cause"]
+
+
 def test_an_unreachable_jobs_api_is_one_line_before_anything_runs(tmp_path):
     async def body(t):
         lau = launcher_for(Launch(command="true", via="ray-job",
