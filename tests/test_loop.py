@@ -304,13 +304,18 @@ PEERS = textwrap.dedent("""\
     echo "minichain driver pid=$$: config run.sh, seed 0"
     cat > rank.py <<'PY'
     import os, threading, time
+    def say(what):
+        print(f"[rank{os.environ['RANK']}]: {what}", flush=True)
     def all_reduce():
         threading.Event().wait()
     def update_actor():
+        say("entering the all-reduce")
         all_reduce()
     def compute_score():
+        say("scoring batch 4")
         while True:
             time.sleep(0.05)
+    say("step 3 started")
     compute_score() if os.environ["RANK"] == "1" else update_actor()
     PY
     for r in 0 1 2; do RANK=$r "$PYTHON" rank.py & done
@@ -321,7 +326,8 @@ PEERS = textwrap.dedent("""\
 def test_a_hang_names_the_rank_its_peers_wait_for(tmp_path, monkeypatch):
     """Three ranks of one command line: two sit in the update's all-reduce, one is still scoring.
     The hang's evidence says which process the others wait for, and the verdict places the hang
-    there — the reward, at that process's frame — not in the all-reduce."""
+    there — the reward, at that process's frame — not in the all-reduce; the evidence and the
+    digest also hold the last line each rank printed."""
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")  # py-spy, as on a host
     work = tmp_path / "work"
     work.mkdir()
@@ -338,6 +344,11 @@ def test_a_hang_names_the_rank_its_peers_wait_for(tmp_path, monkeypatch):
     digest = (ses.dir / "attempts" / "01.digest.txt").read_text()
     assert "waited on: pid " in digest, digest[-1500:]
     assert any(e["text"].startswith("the run hung; waited on: pid ") for e in events(ses, "note")), events(ses, "note")
+    last = digest.split("## The last line each process printed (silent longest first)\n")[1]
+    for said in ("[rank0]: entering the all-reduce — ", "[rank1]: scoring batch 4 — ", "[rank2]: entering the all-reduce — "):
+        assert said in last, last
+    assert "== the last line each process printed, silent longest first\n" in evidence and "[rank1]: scoring batch 4" \
+        in evidence.split("== the last line each process printed")[1], evidence[-800:]
     assert processes_of(work) == []
 
 

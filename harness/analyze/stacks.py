@@ -3,7 +3,7 @@ run, and engineers paste them into issues): the collective it is in, when one is
 the frame that waits — the innermost one outside the code that does the waiting (torch.distributed's
 collectives, the standard library's locks, queues and sockets): the call everyone waits on. Of several
 processes' dumps, the one its peers wait for in a collective; of several ranks' collective watchdogs
-in a log, what they say together."""
+in a log, what they say together; of a log's end, the last line each process printed."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .blocks import FRAME, PYSPY_FRAME, PYSPY_HEAD
+from .lines import make_line
 
 # The collectives proper (torch.distributed's ops and point-to-point calls, HCCL/NCCL's the same
 # names): a run whose processes wait in one hangs in a collective. Other waits on other processes'
@@ -157,3 +158,17 @@ def collectives_said(seen: dict[tuple[str, int], tuple[int, str]], named: dict[i
         said.append("HCCL's notify waits name the remote rank they wait for: "
                     + ", ".join(f"rank {r} ({n}x)" for r, n in sorted(named.items(), key=lambda x: -x[1])))
     return said
+
+
+def last_said(lines: list[str], prefixes: list[re.Pattern], framing=None, most: int = 32) -> list[str]:
+    """The last line each process printed among `lines` (a log's end), by the process its prefixes
+    name (Ray's actor and pid, torch's rank), the one silent longest first: where a hung run's
+    processes stopped talking, `[rank1]: scoring batch 4 — 212 line(s) before the end`. Lines of
+    no prefix are one process; blank lines say nothing."""
+    last: dict[str, tuple[int, str, str]] = {}
+    for i, raw in enumerate(lines):
+        ln = make_line(i, raw, prefixes, framing)
+        if ln.text.strip():
+            last[ln.proc] = (i, ln.prefix.strip() or "(no prefix)", ln.text)
+    return [f"{prefix} {text[:200]} — {len(lines) - 1 - i} line(s) before the end"
+            for i, prefix, text in sorted(last.values())[:most]]
