@@ -122,7 +122,7 @@ def score(case: dict, verdict: dict, framing=None) -> dict:
 def evaluate(selected: list[dict] | None = None, playbooks: Path | None = None) -> list[tuple[dict, dict, dict]]:
     """(case, verdict, score) per case; with `playbooks`, a directory of playbook files used
     instead of the shipped ones (the detected playbook's name is looked up there)."""
-    from harness.analyze import analyze_file, build_digest
+    from harness.analyze import analyze_file, build_digest, last_lines_of
     from harness.playbook import compile_playbook, load_merged
 
     rows = []
@@ -135,7 +135,8 @@ def evaluate(selected: list[dict] | None = None, playbooks: Path | None = None) 
             pb = compile_playbook(load_merged(str(playbooks / f"{verdict['playbook']}.yaml"))) \
                 if verdict["playbook"] != "union" else _union(playbooks)
             verdict, an = analyze_file(case["path"], pb, now=now)
-        verdict["digest"] = build_digest(verdict, an)
+        last = last_lines_of(case["path"], an) if verdict["outcome"] == "hang" else None  # as `harness analyze --digest`
+        verdict["digest"] = build_digest(verdict, an, last=last)
         rows.append((case, verdict, score(case, verdict, an.framing)))
     return rows
 

@@ -61,3 +61,28 @@ def test_usage_errors_are_one_line_with_exit_2():
         r = harness(*args)
         assert r.returncode == 2
         assert needle in r.stderr and "--help" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_hung_log_s_digest_has_the_last_line_each_process_printed(tmp_path):
+    """A 16-rank log that went quiet long ago: the digest holds the last line each rank printed,
+    the one silent longest first (rank 9 stopped while scoring, 300 lines before the end), within
+    the digest's bound; a log of one process has no such section."""
+    lines = [f"[rank{r}]: step 3 started" for r in range(16)]
+    lines += ["[rank9]: scoring batch 4"]
+    lines += [f"[rank{i % 16 if i % 16 != 9 else 0}]: waiting for the update's all-reduce {i}" for i in range(300)]
+    log = tmp_path / "hung.log"
+    log.write_text("\n".join(lines) + "\n")
+    os.utime(log, (1_000_000_000, 1_000_000_000))  # silent for years: hung
+    r = harness("analyze", "--json", "--digest", log)
+    assert r.returncode == 0, r.stderr
+    v = json.loads(r.stdout)
+    assert v["outcome"] == "hang" and len(v["digest"]) <= 4000 * 4, v["outcome"]
+    said = v["digest"].split("## the last line each process printed (silent longest first)\n")[1].split("\n## ")[0]
+    first = said.splitlines()[0]
+    assert first == "[rank9]: scoring batch 4 — 300 line(s) before the end", said
+    assert len(said.splitlines()) == 16 and "[rank11]: waiting for the update's all-reduce 299 — 0 line(s)" in said, said
+    one = tmp_path / "one.log"
+    one.write_text("step 3 started\nscoring batch 4\n")
+    os.utime(one, (1_000_000_000, 1_000_000_000))
+    v = json.loads(harness("analyze", "--json", "--digest", one).stdout)
+    assert v["outcome"] == "hang" and "last line each process" not in v["digest"], v["digest"]

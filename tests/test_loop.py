@@ -344,7 +344,7 @@ def test_a_hang_names_the_rank_its_peers_wait_for(tmp_path, monkeypatch):
     digest = (ses.dir / "attempts" / "01.digest.txt").read_text()
     assert "waited on: pid " in digest, digest[-1500:]
     assert any(e["text"].startswith("the run hung; waited on: pid ") for e in events(ses, "note")), events(ses, "note")
-    last = digest.split("## The last line each process printed (silent longest first)\n")[1]
+    last = digest.split("## the last line each process printed (silent longest first)\n")[1]
     for said in ("[rank0]: entering the all-reduce — ", "[rank1]: scoring batch 4 — ", "[rank2]: entering the all-reduce — "):
         assert said in last, last
     assert "== the last line each process printed, silent longest first\n" in evidence and "[rank1]: scoring batch 4" \

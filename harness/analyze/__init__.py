@@ -11,11 +11,13 @@ from ..playbook import Playbook, load_merged, load_playbook, shipped_names
 from .analyzer import Analyzer, Event
 from .digest import build_digest
 from .lines import clean
+from .stacks import last_said
 
 CHUNK = 1 << 20
 SAMPLE = 256 * 1024
+TAIL = 1 << 20  # how much of a hung run's log is read for each process's last line
 
-__all__ = ["Analyzer", "Event", "analyze_file", "build_digest", "detect_playbook", "check_log_path"]
+__all__ = ["Analyzer", "Event", "analyze_file", "build_digest", "detect_playbook", "check_log_path", "last_lines_of"]
 
 
 def check_log_path(path: Path) -> None:
@@ -57,3 +59,18 @@ def analyze_file(path: Path, playbook: Playbook | None = None, now: float | None
             an.feed(chunk, ts=ts)
     an.finish()
     return {"file": str(path), "playbook": playbook.name} | an.verdict(now=now), an
+
+
+def last_lines_of(path: Path, an: Analyzer, size: int = TAIL) -> list[str]:
+    """The last line each process printed in the last `size` bytes of the log at `path`, read with
+    its analyzer's prefixes and framing (`stacks.last_said`); none when only one process speaks
+    there (the log's tail says as much) or the file is gone."""
+    try:
+        with open(path, "rb") as fh:
+            end = fh.seek(0, 2)
+            fh.seek(max(0, end - size))
+            lines = fh.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
+    said = last_said(lines[1:] if end > size else lines, an.pb.prefixes, an.framing)  # a first line may be cut
+    return said if len(said) > 1 else []

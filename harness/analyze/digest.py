@@ -43,7 +43,7 @@ def _fit(lines: list[str], budget: int, keep_head: int = 6, limit: int = MAX_LIN
     return head + ([f"… [{cut} lines cut] …"] if cut else []) + tail
 
 
-def build_digest(verdict: dict, an, max_tokens: int = 4000) -> str:
+def build_digest(verdict: dict, an, max_tokens: int = 4000, last: list[str] | None = None) -> str:
     budget = max_tokens * CHARS_PER_TOKEN
     fail = verdict["failed_stage"]
     marks = " ".join(f"{s['name']}:{s['status']}" for s in verdict["stages"])
@@ -68,6 +68,8 @@ def build_digest(verdict: dict, an, max_tokens: int = 4000) -> str:
             sections.append(("lines before the error", _no_noise(an, root.context), 0.1))
     if said := collectives_said(an.watchdogs, an.waited_ranks):
         sections.append(("collectives the ranks wait in", said, 0.05))
+    if last:  # a hang's: the last line each process printed (analyze.last_lines_of)
+        sections.append(("the last line each process printed (silent longest first)", last, 0.15))
     others = [f for f in verdict["findings"] if not rc or f["line_no"] != rc["line_no"]]
     if others:
         sections.append(("other errors", [f"line {f['line_no']} [{f['category']}/{f['role']}] x{f['count']}: "

@@ -21,7 +21,7 @@ def analyze(
     max_tokens: int = typer.Option(4000, "--max-tokens", min=200, help="Digest size bound (tokens ≈ chars/4)."),
 ) -> None:
     """Say how far an RL run's chain got, what broke, why, and what usually fixes it."""
-    from ..analyze import analyze_file, build_digest, check_log_path
+    from ..analyze import analyze_file, build_digest, check_log_path, last_lines_of
     from ..analyze.verdict import jsonable
     from ..ui import cli_console
     from ..playbook import load_playbook
@@ -34,7 +34,8 @@ def analyze(
     for p in logs:
         verdict, an = analyze_file(p, pb, now=now)
         if digest:
-            verdict["digest"] = build_digest(verdict, an, max_tokens)
+            last = last_lines_of(p, an) if verdict["outcome"] == "hang" else None
+            verdict["digest"] = build_digest(verdict, an, max_tokens, last)
         if as_json:
             out.append(jsonable(verdict))
         else:

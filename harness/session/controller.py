@@ -21,8 +21,7 @@ import time
 from pathlib import Path
 
 from ..agent.policy import Policy
-from ..analyze import Analyzer, build_digest
-from ..analyze.stacks import last_said
+from ..analyze import Analyzer, build_digest, last_lines_of
 from ..chain import STAGES
 from ..errors import HarnessError, HostUnreachable, one_line
 from ..playbook import load_playbook
@@ -38,20 +37,6 @@ from .progress import commit_message, fingerprint, model_blocked, relaunch_block
 from .respond import BudgetOver, SessionEnd, Stuck, respond
 from .state import State, apply
 from .watch import Watch, watch
-
-TAIL_BYTES = 1 << 20  # how much of an attempt's log its hang evidence reads for each process's last line
-
-
-def _tail_lines(path: Path, size: int = TAIL_BYTES) -> list[str]:
-    """The whole lines of the last `size` bytes of a file (none when it is missing)."""
-    try:
-        with open(path, "rb") as fh:
-            end = fh.seek(0, 2)
-            fh.seek(max(0, end - size))
-            lines = fh.read().decode("utf-8", "replace").splitlines()
-    except OSError:
-        return []
-    return lines[1:] if end > size else lines  # the first may be cut
 
 FINAL_GRACE = 60.0  # seconds the final stop of a run waits for an unreachable host
 
@@ -267,9 +252,10 @@ class Session:
                                                                "stage", "origin")},
                        fingerprint=fingerprint(v), healthy_updates=an.healthy_updates, run_seconds=run_seconds,
                        accel_seconds=alive_seconds * self.spec.launch.devices)
-        digest = build_digest(v, an)
+        last = last_lines_of(self.dir / "attempts" / f"{n:02d}.log", an) if w.evidence else None
+        digest = build_digest(v, an, last=last)
         if w.evidence:  # a hang: where each process waits, for the agent and the report
-            digest += self._hang_evidence(n, w.evidence, an)
+            digest += self._hang_evidence(n, w.evidence, last)
         if w.postmortem:  # the failed run's files on the host, as they were before the relaunch
             (self.dir / "attempts" / f"{n:02d}.postmortem.txt").write_text(w.postmortem, encoding="utf-8")
             self.note(f"read {w.postmortem.count(POSTMORTEM_HEAD)} file(s) of the run's workers on the host "
@@ -277,15 +263,13 @@ class Session:
         (self.dir / "attempts" / f"{n:02d}.digest.txt").write_text(digest, encoding="utf-8")
         return ev
 
-    def _hang_evidence(self, n: int, evidence: str, an: Analyzer) -> str:
-        """Keep a hang's evidence with the attempt, with the last line each process printed (from the
-        attempt's log: who went quiet first), journal and note where it waits; what the digest adds."""
-        said = last_said(_tail_lines(self.dir / "attempts" / f"{n:02d}.log"), an.pb.prefixes, an.framing)
-        said = said if len(said) > 1 else []  # one process: the log's tail says as much
-        last = "\n".join(said)
+    def _hang_evidence(self, n: int, evidence: str, last: list[str]) -> str:
+        """Keep a hang's evidence with the attempt, with the last line each process printed (`last`,
+        from the attempt's log: who went quiet first), journal and note where it waits; what the
+        digest adds."""
         (self.dir / "attempts" / f"{n:02d}.evidence.txt").write_text(
-            evidence.rstrip("\n") + (f"\n\n== the last line each process printed, silent longest first\n{last}" if said
-                                     else "") + "\n", encoding="utf-8")
+            evidence.rstrip("\n") + ("\n\n== the last line each process printed, silent longest first\n" + "\n".join(last)
+                                     if last else "") + "\n", encoding="utf-8")
         head = evidence.split("\n\n", 1)[0]
         procs = [x.strip() for x in head.splitlines()[1:]]
         self.emit("evidence", attempt=n, text=head[:4000])
@@ -294,8 +278,7 @@ class Session:
             or next((x for x in procs if ", in the collective " in x), procs[0] if procs else None)
         self.note(f"the run hung; {where[:240] if where else 'no process of it was left'} "
                   f"(all of it in attempts/{n:02d}.evidence.txt)")
-        return (f"\n\n## Where the hung run waits\n{head[:2000]}\n"
-                + (f"\n## The last line each process printed (silent longest first)\n{last[:3000]}\n" if said else ""))
+        return f"\n\n## Where the hung run waits\n{head[:2000]}\n"
 
     async def _find_or_launch(self, n: int, before: dict | None) -> tuple[RunHandle, bool]:
         """The run of attempt n: the one a killed controller launched (re-attached, never launched
