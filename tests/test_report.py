@@ -111,7 +111,7 @@ def test_a_passing_session_in_markdown_with_its_diff(lab):
 def test_an_attempt_whose_stage_nothing_places_reads_as_assumed(tmp_path):
     """A run that dies of an error whose message names no stage's work, with no traceback, before
     any stage marker: the journal's verdict says its stage is the lifecycle's (`stage_basis`), and
-    the report's matrix row says the stage was assumed, not found."""
+    the report's matrix row and the agent's first line say the stage was assumed, not found."""
     work = tmp_path / "work"
     work.mkdir()
     (work / "run.sh").write_text("echo 'RuntimeError: the frobnicator gave up' >&2\nexit 1\n")  # no traceback
@@ -120,6 +120,12 @@ def test_an_attempt_whose_stage_nothing_places_reads_as_assumed(tmp_path):
     assert [(v["failed_stage"], v["stage_basis"]) for v in verdicts] == [(1, "lifecycle")], verdicts
     md = markdown(journal(d), "")
     assert "attempt 1 stopped with crash at engine_start (stage assumed), 0/7 stages passed" in md, md
+    # and the agent is told so in the first line it reads
+    from harness.session.state import fold
+    from harness.session.turn import opening
+    first = opening(fold(journal(d)), verdicts[0], "## chain", 1).splitlines()[0]
+    assert first.startswith("Attempt 1 failed at engine_start (crash; stage assumed: nothing in the log places it). "
+                            "Root cause: RuntimeError: the frobnicator gave up"), first
     assert re.search(r"\| 1 \| passed 0/7: `RuntimeError: the frobnicator gave up` \|[^|]*\| crash at engine_start "
                      r"\(stage assumed\) \|", md), md
 

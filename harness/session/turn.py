@@ -12,6 +12,7 @@ import json
 
 from ..agent.protocol import TEXT, TEXT_RULES, TOOLS, as_result, probe, text_action, text_tool_calls
 from ..agent.tools import TOOL_SPECS, ToolResult, Tools
+from ..analyze.verdict import ASSUMED
 from ..chain import STAGES
 from ..errors import ContextOverflow, ToolsRefused
 from ..redact import redact
@@ -47,8 +48,9 @@ UNCHANGED = ("not relaunched: nothing in the workdir differs from what attempt {
 def opening(st: State, verdict: dict, digest: str, attempt: int) -> str:
     rc = verdict.get("root") or {}
     where = f"failed at {STAGES[verdict['failed_stage'] - 1]}" if verdict.get("failed_stage") else "did not pass"
+    how = "; stage assumed: nothing in the log places it" if verdict.get("stage_basis") == ASSUMED else ""
     # the first line names this attempt's root cause (the history below names earlier ones)
-    first = f"Attempt {attempt} {where} ({verdict['outcome']}). Root cause: {rc.get('text') or 'not identified'}"
+    first = f"Attempt {attempt} {where} ({verdict['outcome']}{how}). Root cause: {rc.get('text') or 'not identified'}"
     parts = [first.replace("\n", " "), "", digest.strip()]
     if rc.get("hint"):
         parts += ["", f"Playbook hint for this failure: {rc['hint']}"]
