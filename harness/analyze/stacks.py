@@ -93,12 +93,15 @@ def waited_on(procs: list[Dumped]) -> tuple[list[Dumped], int, str] | None:
     (a rank still scoring, loading or stuck in a request while its peers sit in the all-reduce that
     needs it — torch's flight recorder names the rank that never joined the same way); not one idle
     in a relay's or Ray's wait for work. None when no such process is seen."""
-    for k in dict.fromkeys(kind(p.cmd) for p in procs):
-        peers = [p for p in procs if kind(p.cmd) == k and p.main]
-        waiting = [p for p in peers if collective(p.main)]
-        late = [p for p in peers if not collective(p.main) and _own(p.main)]
+    kinds: dict[str, list[Dumped]] = {}
+    for p in procs:
+        kinds.setdefault(kind(p.cmd), []).append(p)
+    for peers in kinds.values():
+        ops = {p.pid: collective(p.main) for p in peers if p.main}
+        waiting = [op for op in ops.values() if op]
+        late = [p for p in peers if p.pid in ops and not ops[p.pid] and _own(p.main)]
         if waiting and late:
-            return late, len(waiting), Counter(collective(p.main) for p in waiting).most_common(1)[0][0]
+            return late, len(waiting), Counter(waiting).most_common(1)[0][0]
     return None
 
 

@@ -433,11 +433,12 @@ def silent_stage(an, top: int) -> tuple[int, str]:
     """(stage, basis) a run that went silent hangs in: the work its main thread's stack names,
     when a dump shows it (`waits`); else the phase under way at its end (a during marker, a bar
     still counting), else the work its last lines name, else the one after the last passed (`top`)."""
-    frames = waits(an)
-    for stage, basis in ((path_stage(an.pb, [frames]) if frames else None, "stack"),
-                         (phase_under_way(an, an.line_no + 1, an.tail), "under way"), (said_stage(an), "words")):
-        if stage is not None:
-            return stage, basis
+    if (frames := waits(an)) and (stage := path_stage(an.pb, [frames])):
+        return stage, "stack"
+    if stage := phase_under_way(an, an.line_no + 1, an.tail):
+        return stage, "under way"
+    if stage := said_stage(an):
+        return stage, "words"
     return min(top + 1, len(STAGES)), ASSUMED
 
 
