@@ -114,6 +114,32 @@ def test_the_frames_inside_a_with_line_are_its_manager_s_work(pb):
     assert stage_of(pb, plain)[0] == 7  # the same frames, no manager entered: the training step
 
 
+def test_the_name_a_caller_gives_a_result_names_what_the_frames_inside_compute(pb):
+    """`ref_logprobs, _ = self.forward_pass(…)`: a forward pass serves log-probs, values and the update
+    alike; the caller's name for its result says which. A function's own name says more; a name
+    for an object being built (`self.loader = self._build_loader(…)`) is the object's; the
+    innermost statement's own target is a local value."""
+    log = ["Traceback (most recent call last):",
+           '  File "/srv/tinyrl/run.py", line 9, in <module>',
+           "    stats = trainer.step(queries, responses)",
+           '  File "/srv/tinyrl/trainer.py", line 60, in step',
+           "    ref_logprobs, ref_logits, _ = self.forward_pass(self.ref_model, batch)",
+           '  File "/srv/tinyrl/trainer.py", line 91, in forward_pass',
+           "    logits = model(**inputs)",
+           '  File "/srv/tinyrl/model.py", line 12, in forward',
+           "    hidden = self.body(ids)",
+           "RuntimeError: 'weight' must be 2-D"]
+    assert stage_of(pb, log)[0] == 6
+    assert stage_of(pb, [ln.replace("ref_logprobs, ref_logits, _ =", "out =") for ln in log])[0] == 1
+    # the frames inside name their work: it decides (`compute_loss` inside, whatever the result's name)
+    inner = [ln.replace("in forward_pass", "in compute_loss") for ln in log]
+    assert stage_of(pb, inner)[0] == 7
+    built = [ln.replace("ref_logprobs, ref_logits, _ = self.forward_pass(", "self.ref_logprobs = self._build_pass(") for ln in log]
+    assert stage_of(pb, built)[0] != 6
+    own = log[:4] + ["    ref_logprobs = torch.cat(parts)", "RuntimeError: 'weight' must be 2-D"]
+    assert stage_of(pb, own)[0] != 6
+
+
 def test_the_package_of_a_frame_names_the_stage_when_nothing_else_does(pb):
     """A library's frames whose functions say nothing (`handler`, `parse`) still say what library
     it is: a verifier's package is reward work; a function's own words come first."""

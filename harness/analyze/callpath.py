@@ -9,7 +9,9 @@ class. Frames of modules that only relay a call (the playbook's `plumbing`: Ray'
 contextlib…) are skipped. The source line printed under a frame adds the names it calls, as if
 they were frames inside it:
 `old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)` under `fit` is computing
-log-probs (a remote call's own frames are Ray's, skipped as plumbing). Set-up words (`weak`,
+log-probs (a remote call's own frames are Ray's, skipped as plumbing); the name it gives the
+result (`ref_logprobs, … = self.batched_forward_pass(…)`) says what the frames inside compute when
+no function there names it. Set-up words (`weak`,
 engine_start's) count only when nothing on the path names a stage's work: a tensor built inside
 `compute_log_prob` is training_data, not engine_start.
 """
@@ -73,12 +75,40 @@ def _is_class(name: str) -> bool:
     return (name[0].isupper() and not name.isupper()) or BRANDED.match(name) is not None
 
 
+# `ref_logprobs, ref_logits, _, _ = self.batched_forward_pass(…)`: what a caller names the result
+# of a call says what the call computes, where the called function's own name is generic (a
+# forward pass serves log-probs, values and the update alike). TRL's PPOTrainer.step
+# (`ref_logprobs, … = self.batched_forward_pass(`: tests/corpus/realworld26/2630), verl's
+# RayPPOTrainer.fit (`old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)`,
+# `values = self.critic_wg.compute_values(batch)`), OpenRLHF's experience maker
+# (`action_log_probs = self.actor(…)`, `value = self.critic(…)`).
+ASSIGNED = re.compile(r"^(?P<targets>[A-Za-z_][\w.]*(?:\s*,\s*\*?[A-Za-z_][\w.]*)*)\s*(?::[^=]*)?=(?!=)\s*\S.*\(")
+
+
+TARGET = "="  # an entry that is a name a result was assigned to, not a function
+
+
+def assigned(code: str) -> list[str]:
+    """The names a source line assigns a call's result to (`self.values` → `=values`), `_` left
+    out; none when the call builds an object (`self.rollout = self._build_rollout(…)`,
+    `loader = DataLoader(…)`): the name is then the object's, not the work of the frames inside."""
+    m = ASSIGNED.match(code)
+    called = (calls(code) or [""])[0]
+    if m is None or called == "__init__" or name_words(called)[:1] in [(v,) for v in SETUP_VERBS]:
+        return []
+    names = [t.strip().lstrip("*").rpartition(".")[2] for t in m["targets"].split(",")]
+    return [TARGET + n for n in names if n.strip("_")]
+
+
 def with_calls(pb: Playbook, frames: list[str], code: dict[int, str]) -> list[str]:
     """A segment's frames, each followed by the calls of its source line (none in plumbing) when
     the traceback does not show that call itself: under the innermost frame, or above frames that
     only relay it (a remote call: Ray's own frames). Above a frame of the code it called, the
     line's other calls had returned (`SwiftRLHF(args).main()` built the object, then failed in
-    `main`) — except a `with` line's manager, whose __enter__ the frames inside are (`WITH`)."""
+    `main`) — except a `with` line's manager, whose __enter__ the frames inside are (`WITH`).
+    Above frames of the code it called, the names the line assigns the call's result to
+    (`ASSIGNED`) come first: they name what those frames compute (the innermost frame's own
+    statement names a local value: `entropy_list = torch.split(…)` inside the loss)."""
     def relay(fr: str) -> bool:
         m = FRAME.match(fr)
         return bool(m and pb.plumbing is not None and pb.plumbing.search(m[1]))
@@ -87,6 +117,8 @@ def with_calls(pb: Playbook, frames: list[str], code: dict[int, str]) -> list[st
     out = []
     for i, fr in enumerate(frames):
         out.append(fr)
+        if i in code and FRAME.match(fr) and i < own and not relay(fr):  # the frames inside compute it
+            out.extend(assigned(code[i]))
         if i in code and FRAME.match(fr) and (i == own or WITH.match(code[i])):
             out.extend(calls(code[i]))
     return out
@@ -152,6 +184,9 @@ def _entry_stage(pb: Playbook, entry: str) -> tuple[int, int] | None:
     verb alone names no object, so its module says of what (the OpenAI client's
     `completions.create` asks for a completion) —, then its module (class) name, which says
     less; a training loop's name (`fit`, `grpo_train`) only when none of its names says more."""
+    if entry.startswith(TARGET):  # a result's name says less than a function's own
+        found = _stage(pb, name_words(entry))
+        return (found[0], MODULE) if found is not None and not found[1] else None
     loop = setup = None
     for i, n in enumerate(_names(pb, entry)):
         words = name_words(n)

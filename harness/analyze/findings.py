@@ -11,7 +11,7 @@ from ..chain import STAGE_NO
 from ..playbook import MetricRule, Playbook, Signature, name_words
 from ..redact import redact
 from .blocks import FRAME, LAST_ERROR, RAY_METHOD, Block
-from .callpath import LOOP, STRONG, confined_stage, named_stage, naming_frame, path_level, path_stage, sets_up, with_calls
+from .callpath import LOOP, STRONG, TARGET, confined_stage, named_stage, naming_frame, path_level, path_stage, sets_up, with_calls
 from .lines import Line, canonical, make_line
 
 ROLE_ORDER = {"cause": 0, "downstream": 1, "wrapper": 2}
@@ -424,7 +424,7 @@ def frame_family(pb: Playbook, entries: list[str]) -> str:
     """The category of the first frame family an innermost function of the call belongs to: a
     frame's, or one its source line calls (`with_calls`: `self._load_weights(weights)` under the
     innermost frame of a traceback cut short)."""
-    funcs = [m[3] if (m := FRAME.match(e)) else e for e in reversed(entries)][:FRAME_FAMILY_DEPTH]
+    funcs = [m[3] if (m := FRAME.match(e)) else e for e in reversed(entries) if not e.startswith(TARGET)][:FRAME_FAMILY_DEPTH]
     for category, rx in pb.frame_categories:
         if any(rx.search(fn) for fn in funcs):
             return category
