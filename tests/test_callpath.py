@@ -1236,3 +1236,22 @@ def test_a_model_loaded_without_the_engine_its_trainer_asks_for_is_the_configura
     assert (v["failed_stage"], v["root_cause"]["category"]) == (1, "config_mismatch")
     other = verdict_of(union, ["AttributeError: 'Qwen2ForCausalLM' object has no attribute 'fast_generate_batches'"])
     assert other["root_cause"]["category"] == "version_incompat"
+
+
+@pytest.mark.parametrize("lines, stage", [
+    (["httpx.HTTPStatusError: Server error '502 Bad Gateway' for url 'http://10.0.0.7:30000/generate'"], 2),
+    (["requests.exceptions.HTTPError: 500 Server Error: Internal Server Error for url: http://127.0.0.1:8000/v1/chat/completions"], 2),
+    (["RuntimeError: Failed after 3 retries each. Payload: {}.", "Addr: 10.0.0.7:4000",
+      "Endpoint: /tinyrl_update_weights", "Last error: ClientResponseError(status=400, message='Bad Request')"], 2),
+    (["aiohttp.client_exceptions.ClientResponseError: 500, message='Internal Server Error', url='http://10.0.0.7:9000/score'"], 5),
+])
+def test_a_failed_request_is_the_work_its_url_asks_for(pb, lines, stage):
+    """A client's error names the request that failed by its URL (httpx's and requests'
+    raise_for_status, aiohttp's ClientResponseError, a framework's `Endpoint:` line): its path asks
+    the server for a stage's work, whichever family the error is."""
+    assert stage_of(pb, lines)[0] == stage
+
+
+def test_a_file_s_url_asks_for_a_file_not_for_work(pb):
+    log = ["requests.exceptions.HTTPError: 404 Client Error: Not Found for url: https://hub.example/org/tiny-rm/resolve/main/adapter_config.json"]
+    assert stage_of(pb, log)[0] == 1  # nothing else places it: start-up, not the reward model's work

@@ -356,11 +356,31 @@ def message_stage(pb, root: Finding, top: int) -> int | None:
         sig = next((s for s in pb.source.signatures if s.id == root.signature), None)
         head = root.signature is None or (sig is not None and sig.category is None)  # no family's
         message = LOOSE_EXC.sub("", root.text)  # an exception's own head (`ValueError: `) names no work
+    if (requested := failed_request(pb, [root.text, *root.lines[1:4]])) is not None:  # whatever family it is
+        return requested
     if (root.signature and root.exception) or not head:
         return None
     if NOT_LOADED.search(message) and top == 0:  # after a stage passed, a load is a later phase's (a weight sync's)
         return STAGE_NO["engine_start"]
-    return named_stage(pb, QUOTED.sub(" ", message))
+    return named_stage(pb, PATHLIKE.sub(" ", QUOTED.sub(" ", message)))
+
+
+# A client's error names the request that failed by its URL — httpx's raise_for_status
+# (`Server error '503 Service Unavailable' for url 'http://…/generate'`), requests' (`500 Server
+# Error: … for url: http://…/v1/chat/completions`), aiohttp's ClientResponseError (`…, url='http://…'`),
+# a framework's own report of the call (AReaL's `Endpoint: /areal_update_weights_xccl`): the path
+# asks the server for a stage's work, as a server's request line does. A file's URL (a download:
+# `…/resolve/main/adapter_config.json`) asks for a file, not for work.
+URL_PATH = re.compile(r"""\bhttps?://[^\s/'"]+(?P<path>/[^\s'"?#,)]*)|\b[Ee]ndpoint: ?['"]?(?P<ep>/[\w/.-]+)""")
+
+
+def failed_request(pb, texts: list[str]) -> int | None:
+    """The stage of work the first request an error's lines name by its URL asks for."""
+    for m in (m for t in texts for m in URL_PATH.finditer(t)):
+        path = m["path"] or m["ep"]
+        if "." not in path.rsplit("/", 1)[-1] and (stage := requested_stage(pb, path)) is not None:
+            return stage
+    return None
 
 
 def consequence_stage(findings: list[Finding], root: Finding) -> int | None:
