@@ -1255,3 +1255,11 @@ def test_a_failed_request_is_the_work_its_url_asks_for(pb, lines, stage):
 def test_a_file_s_url_asks_for_a_file_not_for_work(pb):
     log = ["requests.exceptions.HTTPError: 404 Client Error: Not Found for url: https://hub.example/org/tiny-rm/resolve/main/adapter_config.json"]
     assert stage_of(pb, log)[0] == 1  # nothing else places it: start-up, not the reward model's work
+
+
+def test_a_traceback_s_raise_statement_is_code_not_the_error_it_builds(pb):
+    """A paste that starts inside a traceback shows a frame's source line without its frame:
+    `raise RuntimeError(f"NCCL error: …")` is code; the exception printed after it is the error."""
+    log = ['    raise RuntimeError(f"NCCL error: {error_str}")',
+           "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"]
+    assert stage_of(pb, log)[1].startswith("RuntimeError: NCCL error: unhandled system error")

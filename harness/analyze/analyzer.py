@@ -27,6 +27,11 @@ from .stacks import collective, dumps, waited_on, waited_rank, watchdog
 from .verdict import build_verdict
 
 WARNING = re.compile(r"\bWARN(?:ING)?\b|Warning: ")  # a boolean test: `\w*Warning: ` would crawl
+# A traceback's source line (`    raise RuntimeError(f"NCCL error: {error_str}")`) is code: the
+# message it builds is not one the run printed. A paste that starts inside a traceback shows it
+# without its frame (tests/corpus/realworld28/2801, realworld31/3130: vLLM's pynccl wrapper under
+# NeMo-RL, the exception with the message printed on the next line).
+RAISE_SOURCE = re.compile(r"^\s*raise\s+[A-Za-z_][\w.]*\s*(?:\(|$)")
 # Lines that any analysis may need, besides the playbook's own patterns.
 _EXTRA_GATES = [r"Traceback \(most recent call last\)", r"most recent call first", r'File "', r"\(idle\)", r"\(active",
                 r"Error", r"Exception", r"Exit", r"Interrupt", r"WARN", r"Warning", *GENERIC_WORDS]
@@ -258,6 +263,8 @@ class Analyzer:
             self._dicts[line.proc] = [line]
             return
         noise, sigs, markers, metric, warning = self._facts(text)
+        if sigs and RAISE_SOURCE.match(text):
+            sigs = ()
         if noise and not text.endswith("(most recent call last):"):  # a bar a traceback's head landed on
             self._keep(as_shown(line))  # context and tail hold noise too; the digest drops it
             return
