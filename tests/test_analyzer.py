@@ -309,6 +309,9 @@ def test_errors_of_a_class_get_its_category_however_the_library_words_them():
                             "generations per prompt (4).", "config_mismatch"),
                            ("AssertionError: Check batch related parameters. train_batch_size is not equal to "
                             "micro_batch_per_gpu * gradient_acc_step * world_size 256 != 4 * 8 * 4", "config_mismatch"),
+                           ("AssertionError: Rollout batch (30) is not a multiple of the number of learners (4)",
+                            "config_mismatch"),
+                           ("ValueError: Packed sequences do not support a pipeline-parallel size above 1.", "config_mismatch"),
                            ("ValueError: Total available GPUs 4 is less than total desired GPUs 8", "config_mismatch"),
                            ("ValueError: The number of required GPUs exceeds the total number of available GPUs in the "
                             "placement group.", "config_mismatch"),
