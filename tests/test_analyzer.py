@@ -304,6 +304,7 @@ def test_errors_of_a_class_get_its_category_however_the_library_words_them():
                             "unspecified dimension size -1 can be any value and is ambiguous", "data_format"),
                            ("ValueError: num_samples should be a positive integer value, but got num_samples=0",
                             "data_format"),
+                           ("IndexError: index -1 is out of bounds for dimension 0 with size 0", "data_format"),
                            # batch arithmetic and devices the configuration asks for
                            ("ValueError: The global train batch size (3 x 1) must be evenly divisible by the number of "
                             "generations per prompt (4).", "config_mismatch"),
