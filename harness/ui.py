@@ -47,7 +47,8 @@ def show_verdict(console: Console, verdict: dict) -> None:
     head.append(verdict["outcome"].upper(), style=_OUTCOME[verdict["outcome"]])
     fs = verdict["failed_stage"]
     head.append(f"  last passed: {verdict['last_stage_passed']}/7"
-                + (f"  failed: {fs} {STAGES[fs - 1]}{basis_note(verdict)}" if fs else "")
+                + (f"  failed: {fs} {STAGES[fs - 1]}{basis_note(verdict)}" if fs
+                   else "  failed: stage unknown" if verdict["outcome"] in ("crash", "hang") else "")
                 + f"  [playbook {verdict['playbook']}]", style="dim")
     console.print(head)
     console.print(chain_bar(verdict))

@@ -1347,10 +1347,10 @@ def test_an_error_nothing_places_is_in_the_work_the_lines_before_it_name():
     assert (v["outcome"], v["failed_stage"], v["root_cause"]["category"]) == ("crash", 7, "oom"), v["root_cause"]
     paths = "(WorkerDict pid=15) [rank-6]: Copying /ckpt/kl_loss/generate_sequences/rollout.pt to /tmp/x\n"
     v, _ = run(union, paths + OOM_KILL)
-    assert v["failed_stage"] == 1, v["root_cause"]  # before any marker, with nothing named: start-up
+    assert v["failed_stage"] is None, v["root_cause"]  # nothing named: an out-of-memory kill has no assumed stage
     report = "(WorkerDict pid=15) eval: reward/mean: 0.31 - response_length/mean: 512.0 - score/max: 1.0\n"
     v, _ = run(union, saving + report + OOM_KILL)
-    assert v["failed_stage"] == 1, v["root_cause"]
+    assert v["failed_stage"] is None, v["root_cause"]  # the look stopped at the metrics: nothing places it
 
 
 @pytest.mark.parametrize("line", [

@@ -1145,7 +1145,8 @@ def test_an_error_no_frame_places_is_where_its_own_words_say_outside_what_it_quo
                  "setting the X_SERVER_TIMEOUT environment variable.") == 1  # a setting, no RL environment
     assert alone("RuntimeError: the environment returned no observation for turn 3") == 4
     assert alone("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. See the documentation "
-                 "for Memory Management and PYTORCH_CUDA_ALLOC_CONF (environment variables)") == 1
+                 "for Memory Management and PYTORCH_CUDA_ALLOC_CONF (environment variables)") is None  # no
+    # RL environment in a family's text; an out-of-memory error nothing places has no assumed stage
 
 
 def test_a_trainer_s_start_banner_ends_start_up(pb):
@@ -1263,3 +1264,17 @@ def test_a_traceback_s_raise_statement_is_code_not_the_error_it_builds(pb):
     log = ['    raise RuntimeError(f"NCCL error: {error_str}")',
            "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"]
     assert stage_of(pb, log)[1].startswith("RuntimeError: NCCL error: unhandled system error")
+
+
+def test_an_out_of_memory_error_nothing_places_has_no_assumed_stage(pb):
+    """Memory runs out where usage peaks, which a killer from outside or an allocator's error with
+    no frames does not say: no start-up is assumed for it (an error of another family still is)."""
+    kill = ["ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."]
+    v = verdict_of(pb, kill)
+    assert (v["outcome"], v["failed_stage"], v["stage_basis"], v["root_cause"]["category"]) == ("crash", None, None, "oom")
+    assert verdict_of(pb, ["RuntimeError: the widget broke"])["failed_stage"] == 1
+    placed = ["Traceback (most recent call last):",
+              '  File "/srv/tinyrl/trainer.py", line 40, in compute_log_prob',
+              "    out = self.model(batch)",
+              "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]
+    assert verdict_of(pb, placed)["failed_stage"] == 6

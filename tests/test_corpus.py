@@ -30,12 +30,14 @@ FLOORS = {
     ("realworld10",): {"stage": 0.68, "category": 0.68, "digest": 1.0, "chosen": 0.86},
     ("realworld11",): {"stage": 0.81, "category": 0.45, "digest": 1.0, "chosen": 0.86},
     ("realworld12",): {"stage": 0.66, "category": 0.76, "digest": 1.0, "chosen": 0.94},
-    ("realworld13",): {"stage": 0.93, "category": 0.50, "digest": 1.0, "chosen": 0.80},
+    # 1427 (realworld13), 1864 (realworld18): out-of-memory errors at start-up that nothing on their
+    # own path places; no stage is assumed for such an error (verdict.py), right for 11 of 20
+    ("realworld13",): {"stage": 0.87, "category": 0.50, "digest": 1.0, "chosen": 0.80},
     ("realworld14",): {"stage": 0.40, "category": 0.70, "digest": 1.0, "chosen": 0.75},
     ("realworld15",): {"stage": 0.70, "category": 0.76, "digest": 1.0, "chosen": 0.94},
     ("realworld16",): {"stage": 0.55, "category": 0.55, "digest": 1.0, "chosen": 0.55},
     ("realworld17",): {"stage": 0.38, "category": 0.61, "digest": 1.0, "chosen": 0.77},
-    ("realworld18",): {"stage": 0.94, "category": 0.55, "digest": 1.0, "chosen": 0.83},
+    ("realworld18",): {"stage": 0.88, "category": 0.55, "digest": 1.0, "chosen": 0.83},
     ("realworld19",): {"stage": 0.78, "category": 0.50, "digest": 1.0, "chosen": 0.92},
     ("realworld20",): {"stage": 0.25, "category": 0.66, "digest": 1.0, "chosen": 0.83},
     ("realworld21",): {"stage": 0.56, "category": 0.62, "digest": 1.0, "chosen": 0.81},
