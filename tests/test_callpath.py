@@ -1278,3 +1278,13 @@ def test_an_out_of_memory_error_nothing_places_has_no_assumed_stage(pb):
               "    out = self.model(batch)",
               "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]
     assert verdict_of(pb, placed)["failed_stage"] == 6
+
+
+def test_an_error_s_own_words_name_its_work_over_the_phase_a_bar_says_had_begun(pb):
+    """A bar says sequences were being generated; the error says a tool call of an episode timed
+    out: the error's own words name the operation it stopped."""
+    bar = "Generating sequences:  40%|████      | 4/10 [00:10<00:15,  2.50s/it]"
+    log = [bar, "ERROR:2026-02-18 04:35:13,188:Error executing tool lookup: Timed out while waiting for response."]
+    assert stage_of(pb, log)[0] == 4
+    bare = [bar, "ERROR:2026-02-18 04:35:13,188:Error while waiting on call 3: Timed out while waiting for response."]
+    assert stage_of(pb, bare)[0] == 2  # words that name no work: the phase under way

@@ -500,11 +500,14 @@ def build_verdict(an, now: float | None) -> dict:
         outcome = root.outcome
         stage = root.stage
         basis = "placed" if stage is not None else None
-        if stage is None or root.by_context or root.guessed:  # a stage under way says more than a process's
-            # name, the callers or a training loop
+        # what the error's own message names is the operation it stopped, whatever phase a bar or a
+        # marker says had begun (`Error executing tool lookup: Timed out …` while a generation bar counts)
+        said = message_stage(an.pb, root, top) if stage is None else None
+        if said is None and (stage is None or root.by_context or root.guessed):  # a stage under way says
+            # more than a process's name, the callers or a training loop
             if (under := phase_under_way(an, root.line_no, root.context + root.lines[:1], stage)) is not None:
                 stage, basis = under, "under way"
-        if stage is None and (stage := message_stage(an.pb, root, top) or context_stage(an, root.context)
+        if stage is None and (stage := said or context_stage(an, root.context)
                               or consequence_stage(findings, root)) is not None:
             # words, not a path: the lifecycle bounds them; an error raised while scoring is the reward function's
             root, basis = replace(root, guessed=True, category=scored_category(root, stage)), "words"
