@@ -1288,3 +1288,14 @@ def test_an_error_s_own_words_name_its_work_over_the_phase_a_bar_says_had_begun(
     assert stage_of(pb, log)[0] == 4
     bare = [bar, "ERROR:2026-02-18 04:35:13,188:Error while waiting on call 3: Timed out while waiting for response."]
     assert stage_of(pb, bare)[0] == 2  # words that name no work: the phase under way
+
+
+def test_two_ranks_on_one_gpu_is_their_placement_not_the_collective_library(pb):
+    """NCCL's init finds two ranks on one device and says so before its invalid-usage error."""
+    log = ["node7:1422:1422 [0] init.cc:943 NCCL WARN Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 4b000",
+           "Traceback (most recent call last):",
+           '  File "/srv/tinyrl/run.py", line 9, in <module>',
+           "    dist.barrier()",
+           "RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details)"]
+    v = verdict_of(pb, log)
+    assert (v["failed_stage"], v["root_cause"]["category"], v["root_cause"]["line_no"]) == (1, "config_mismatch", 1)
