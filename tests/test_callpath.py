@@ -1299,3 +1299,18 @@ def test_two_ranks_on_one_gpu_is_their_placement_not_the_collective_library(pb):
            "RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details)"]
     v = verdict_of(pb, log)
     assert (v["failed_stage"], v["root_cause"]["category"], v["root_cause"]["line_no"]) == (1, "config_mismatch", 1)
+
+
+def test_a_check_of_settings_is_no_verifier_of_answers(pb):
+    """`verify_with_parallel_config`, `_verify_args`: a check of settings as an object is built; a
+    verifier's `verify` scores an answer."""
+    def at(func, module="/venv/lib/python3.11/site-packages/tinyengine/config.py"):
+        return stage_of(pb, ["Traceback (most recent call last):",
+                             '  File "/venv/lib/python3.11/site-packages/tinyengine/config.py", line 3560, in __post_init__',
+                             "    self.model_config.check(self.parallel_config)",
+                             f'  File "{module}", line 775, in {func}',
+                             "    assert self.seed is not None, (",
+                             "AssertionError: Seed must be set when using the external launcher"])[0]
+    assert at("verify_with_parallel_config") == 1
+    assert at("_verify_args") == 1
+    assert at("verify", "/venv/lib/python3.11/site-packages/tinygrader/grader.py") == 5
