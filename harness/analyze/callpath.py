@@ -94,7 +94,7 @@ def assigned(code: str) -> list[str]:
     `loader = DataLoader(…)`): the name is then the object's, not the work of the frames inside."""
     m = ASSIGNED.match(code)
     called = (calls(code) or [""])[0]
-    if m is None or called == "__init__" or name_words(called)[:1] in [(v,) for v in SETUP_VERBS]:
+    if m is None or called == "__init__" or (name_words(called) or ("",))[0] in SETUP_VERBS:
         return []
     names = [t.strip().lstrip("*").rpartition(".")[2] for t in m["targets"].split(",")]
     return [TARGET + n for n in names if n.strip("_")]

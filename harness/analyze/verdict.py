@@ -440,13 +440,16 @@ BASIS_SAYS = {"placed": "where the error was raised", "stack": "where its main t
               ASSUMED: "assumed: nothing in the log places it"}
 
 
-# Memory runs out where a run's usage peaks — a step's update or log-probs, a rollout's KV cache,
-# host memory filling with a replay buffer — and a killer from outside (Ray's memory monitor, the
-# kernel's oom-killer, a pod's limit) or an allocator's error with no frames says nothing of which.
-# The start-up the lifecycle assumes for an error nothing places (DESIGN.md) is not assumed for it:
-# of the 20 out-of-memory errors nothing placed in the labelled corpora (tests/corpus, 2026-12-06),
-# 2 were labelled start-up, 5 the update, 2 other stages and 11 unknowable — the stage is left
-# unknown (null), as DESIGN.md's contract allows for a stage the log cannot tell.
+def unplaceable(root: Finding, stage: int | None, top: int, floor: int) -> bool:
+    """Whether a root cause's stage is left unknown rather than assumed: an out-of-memory error
+    nothing places, before any stage passed. Memory runs out where a run's usage peaks — a step's
+    update or log-probs, a rollout's KV cache, host memory filling with a replay buffer — and a
+    killer from outside (Ray's memory monitor, the kernel's oom-killer, a pod's limit) or an
+    allocator's error with no frames says nothing of which; the start-up the lifecycle assumes
+    (DESIGN.md) is not assumed for it. Of the 20 such errors in the labelled corpora (tests/corpus,
+    2026-12-06), 2 were labelled start-up, 5 the update, 2 other stages and 11 unknowable: `null`,
+    as DESIGN.md's contract allows for a stage the log cannot tell."""
+    return stage is None and top == 0 and floor == 0 and root.category == "oom"
 
 
 def basis_note(v: dict, brief: bool = False) -> str:
@@ -516,8 +519,8 @@ def build_verdict(an, now: float | None) -> dict:
             if stage is None or root.guessed else 0
         failed = lifecycle_stage(stage, top, floor)
         basis = basis if stage == failed else ASSUMED
-        if stage is None and top == 0 and floor == 0 and root.category == "oom":
-            failed, basis = None, None  # memory runs out where usage peaks: no start-up is assumed (above)
+        if unplaceable(root, stage, top, floor):
+            failed, basis = None, None
         lsp = top if outcome == "wrong_result" or failed is None else min(top, failed - 1)
         if outcome == "crash" and silent_past(an, now, top) and retrying(an):
             outcome = "hang"  # its last word: a client retrying the request that failed, then nothing
