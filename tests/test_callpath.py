@@ -91,6 +91,8 @@ def test_what_a_source_line_calls():
     # a class whose name starts with a brand in lower case (verl's vLLMRollout) is still built
     assert calls("self.rollout = vLLMRollout(model_path, config)") == ["__init__"]
     assert calls("logger = logging.getLogger(name)") == ["getLogger"]  # camelCase, no acronym: a function
+    # a variable that holds a class by its name (PEP 8's `cls`) builds an object when called
+    assert calls("reward_fn = reward_manager_cls(tokenizer=tokenizer)") == ["__init__"]
     assert calls("raise ValueError(compute_reward(x))") == []  # the error being built, not work
     # a `with` line enters its manager: the frames inside it are its __enter__ (or __exit__)
     assert calls("with self.rollout_sharding_manager:") == ["rollout_sharding_manager"]
@@ -1314,3 +1316,14 @@ def test_a_check_of_settings_is_no_verifier_of_answers(pb):
     assert at("verify_with_parallel_config") == 1
     assert at("_verify_args") == 1
     assert at("verify", "/venv/lib/python3.11/site-packages/tinygrader/grader.py") == 5
+
+
+def test_a_frame_line_whose_head_a_paste_cut_off_is_still_a_frame(pb):
+    """A copy that began inside a frame line keeps `….py", line N, in func`: a frame, its
+    function placing the failure as any frame's does."""
+    log = ['/srv/tinyrl/workers/rollout/weight_loaders.py", line 284, in sync_weights',
+           "    local = loaded.full_tensor()",
+           "AttributeError: 'Tensor' object has no attribute 'full_tensor'"]
+    v = verdict_of(pb, log)
+    assert (v["failed_stage"], v["stage_basis"]) == (2, "placed")
+    assert "full_tensor" in v["root_cause"]["text"]

@@ -40,7 +40,9 @@ FLOORS = {
     ("realworld18",): {"stage": 0.88, "category": 0.55, "digest": 1.0, "chosen": 0.83},
     ("realworld19",): {"stage": 0.78, "category": 0.50, "digest": 1.0, "chosen": 0.92},
     ("realworld20",): {"stage": 0.25, "category": 0.66, "digest": 1.0, "chosen": 0.83},
-    ("realworld21",): {"stage": 0.56, "category": 0.62, "digest": 1.0, "chosen": 0.81},
+    # 2106: a frame line cut at its head, read as a frame since the eighth release of 2026-12-06:
+    # `_build_messages` (a record's messages) is named for set-up, which the KeyError's record floor no longer bounds
+    ("realworld21",): {"stage": 0.50, "category": 0.62, "digest": 1.0, "chosen": 0.81},
     ("realworld22",): {"stage": 0.82, "category": 0.52, "digest": 1.0, "chosen": 0.88},
     ("realworld23",): {"stage": 0.44, "category": 0.33, "digest": 1.0, "chosen": 0.83},
     ("realworld24",): {"stage": 0.56, "category": 0.31, "digest": 1.0, "chosen": 0.87},

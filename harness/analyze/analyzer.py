@@ -32,8 +32,12 @@ WARNING = re.compile(r"\bWARN(?:ING)?\b|Warning: ")  # a boolean test: `\w*Warni
 # without its frame (tests/corpus/realworld28/2801, realworld31/3130: vLLM's pynccl wrapper under
 # NeMo-RL, the exception with the message printed on the next line).
 RAISE_SOURCE = re.compile(r"^\s*raise\s+[A-Za-z_][\w.]*\s*(?:\(|$)")
+# A frame line whose head a paste cut off (`…/vllm_rollout/dtensor_weight_loaders.py", line 284, in
+# redistribute_dtensor`: a copy that began inside the line, or a terminal's wrapped path): the rest
+# of Python's `  File "path", line N, in func` is unmistakable. Read as the frame it was.
+CUT_FRAME = re.compile(r'^[^\s"]*\.py", line \d+,? in [\w<>.]+$')
 # Lines that any analysis may need, besides the playbook's own patterns.
-_EXTRA_GATES = [r"Traceback \(most recent call last\)", r"most recent call first", r'File "', r"\(idle\)", r"\(active",
+_EXTRA_GATES = [r"Traceback \(most recent call last\)", r"most recent call first", r'File "', r'\.py", line ', r"\(idle\)", r"\(active",
                 r"Error", r"Exception", r"Exit", r"Interrupt", r"WARN", r"Warning", *GENERIC_WORDS]
 LAST = len(STAGES)
 _GATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # playbook -> {live marker ids: Gate}
@@ -258,6 +262,8 @@ class Analyzer:
     def _line(self, line: Line, gathered: bool = False) -> None:
         if self._dicts and self._in_dict(line):
             return
+        if CUT_FRAME.match(line.text):
+            line = replace(line, text='  File "' + line.text)
         text = line.text
         if not gathered and DICT_OPEN.match(text):
             self._dicts[line.proc] = [line]

@@ -71,8 +71,11 @@ BRANDED = re.compile(r"[a-z]{1,2}[A-Z]{2,}[a-z]")  # a brand in lower case, its 
 
 def _is_class(name: str) -> bool:
     """A class's name, by Python's convention (`RolloutWorker`, not a CONSTANT), or one led by a
-    brand spelled in lower case before its acronym (verl's `vLLMRollout`, `vLLMHttpServer`)."""
-    return (name[0].isupper() and not name.isupper()) or BRANDED.match(name) is not None
+    brand spelled in lower case before its acronym (verl's `vLLMRollout`, `vLLMHttpServer`), or a
+    variable that holds a class by its name (`reward_manager_cls(tokenizer=…)` in verl's main_ppo,
+    `worker_cls`, `model_class`: PEP 8's `cls`)."""
+    return ((name[0].isupper() and not name.isupper()) or BRANDED.match(name) is not None
+            or name.endswith(("_cls", "_class")))
 
 
 # `ref_logprobs, ref_logits, _, _ = self.batched_forward_pass(…)`: what a caller names the result
