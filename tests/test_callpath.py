@@ -1327,3 +1327,18 @@ def test_a_frame_line_whose_head_a_paste_cut_off_is_still_a_frame(pb):
     v = verdict_of(pb, log)
     assert (v["failed_stage"], v["stage_basis"]) == (2, "placed")
     assert "full_tensor" in v["root_cause"]["text"]
+
+
+def test_a_builtin_exception_s_message_without_its_type_is_still_the_exception(pb):
+    """CPython's own messages, pasted without the `TypeError: ` before them: the exception line of
+    the traceback they end, or an error on their own — a crash, not a run gone silent."""
+    log = ['  File "/srv/tinyrl/trainer.py", line 690, in compute_loss',
+           '    prompt_ids = inputs["prompt_ids"]',
+           "list indices must be integers or slices, not str"]
+    v = verdict_of(pb, log)
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["text"]) == \
+        ("crash", 7, "list indices must be integers or slices, not str")
+    alone = verdict_of(pb, ["TinyTrainer.forward_pass() got an unexpected keyword argument 'response_masks'"])
+    assert (alone["outcome"], alone["root_cause"]["category"]) == ("crash", "version_incompat")
+    # prose that only resembles one is no exception
+    assert verdict_of(pb, ["the list indices were checked"])["outcome"] != "crash"

@@ -38,6 +38,17 @@ LOOSE_EXC = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Except
 # `ray::WorkerDict.actor_rollout_generate_sequences()`, `ray::main_task()`, and named actors
 # `ray::agent_loop_worker_0:AgentLoopWorker.__init__()`: kept as `Class.method()`.
 SIGNATURE_LINE = re.compile(r"(?P<type>)(?P<inner>)")  # any line a signature matched: its exception type is unknown
+# CPython's own messages of its built-in exceptions, pasted without their type (a copy of the
+# message alone, an issue's text): `list indices must be integers or slices, not str` (a TypeError,
+# Objects/listobject.c), `f() got an unexpected keyword argument 'x'` and `f() missing 1 required
+# positional argument: 'x'` (Python/ceval.c, getargs.c), `'X' object is not subscriptable` /
+# `… has no attribute 'y'` (Objects/abstract.c, object.c): the exception line of the traceback they
+# end, or an error on their own (tests/corpus/realworld25/2526, realworld27/2727).
+BARE_BUILTIN = re.compile(
+    r"^(?P<type>)(?P<inner>)(?:[\w.]+\(\) (?:got an unexpected keyword argument|got multiple values for argument|"
+    r"missing \d+ required (?:positional|keyword-only) arguments?|takes \d+ positional arguments? but \d+ (?:was|were) given)|"
+    r"(?:list|string|tuple) indices must be integers|'\w+' object (?:is not (?:subscriptable|iterable|callable)|"
+    r"has no attribute '\w+'|does not support item assignment)|unsupported operand type\(s\) for|can only concatenate \w+ \(not)")
 RAY_METHOD = re.compile(r"ray::(?:[\w.<>-]+:)?((?:[\w<>]+\.)?\w+\(\))")
 # A paste's elision of frames (`...`, `…`, `[...]` on a line of its own): the traceback goes on after it.
 ELIDED = re.compile(r"^\s*(?:\.{3,}|…|\[(?:\.{3}|…)\])\s*$")
@@ -120,7 +131,7 @@ def is_exception_line(text: str) -> re.Match | None:
     m = EXC_LINE.match(text)
     if m and (":" in text[: m.end()] or m.end() == len(text)) and not text.startswith((" ", "\t")):
         return m
-    return None
+    return BARE_BUILTIN.match(text)
 
 
 class BlockAssembler:
@@ -173,7 +184,7 @@ class BlockAssembler:
                 blk = self.open[line.proc] = Block(line.proc, line.no)
                 self._add(blk, line)
                 return [], True
-            m = LOOSE_EXC.match(text) or (SIGNATURE_LINE.match(text) if matched else None)
+            m = LOOSE_EXC.match(text) or BARE_BUILTIN.match(text) or (SIGNATURE_LINE.match(text) if matched else None)
             if m:  # an error line: its message, a traceback or a stack dump may follow
                 blk = self.open[line.proc] = Block(line.proc, line.no)
                 self._exception(blk, line, m)
