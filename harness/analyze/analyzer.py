@@ -262,7 +262,7 @@ class Analyzer:
     def _line(self, line: Line, gathered: bool = False) -> None:
         if self._dicts and self._in_dict(line):
             return
-        if CUT_FRAME.match(line.text):
+        if '", line ' in line.text and CUT_FRAME.match(line.text):
             line = replace(line, text='  File "' + line.text)
         text = line.text
         if not gathered and DICT_OPEN.match(text):
