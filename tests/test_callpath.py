@@ -1342,3 +1342,23 @@ def test_a_builtin_exception_s_message_without_its_type_is_still_the_exception(p
     assert (alone["outcome"], alone["root_cause"]["category"]) == ("crash", "version_incompat")
     # prose that only resembles one is no exception
     assert verdict_of(pb, ["the list indices were checked"])["outcome"] != "crash"
+
+
+def test_a_compiled_graph_s_error_is_where_its_user_code_frames_say(pb):
+    """torch.compile prints the exception and its message first — unindented lines of the call and
+    its fake tensors — then `from user code:` and the frames the graph was running."""
+    log = ["torch._dynamo.exc.TorchRuntimeError: Failed running call_function <built-in method matmul>(*(FakeTensor(",
+           "    size=(1, s0, 32000)),",
+           "), FakeTensor(size=(4096, 32000))), **{}):",
+           "a and b must have same reduction dim, but got [s0, 32000] X [4096, 32000].",
+           "",
+           "from user code:",
+           '   File "/srv/tinyrl/compiled/TinyTrainer.py", line 80, in compute_loss',
+           "    logits = torch.matmul(hidden, lm_head.t())",
+           "",
+           'Set TORCH_LOGS="+dynamo" and TORCHDYNAMO_VERBOSE=1 for more information']
+    v = verdict_of(pb, log)
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["line_no"]) == ("crash", 7, 1)
+    # with no user code after it, the message stops running on: later lines are read afresh
+    later = log[:4] + [f"step {i}: waiting" for i in range(45)] + ["RuntimeError: the second failure"]
+    assert "second failure" in " ".join(f["text"] for f in verdict_of(pb, later)["findings"])

@@ -26,6 +26,14 @@ LAST_ERROR = re.compile(r"^Last error:\s*(?P<said>.*?)\s*$")
 # loguru's tracebacks (`backtrace=True`, its default for logger.exception and @logger.catch) mark the
 # frame where the exception was caught with `> ` at column 0: `> File "…", line N, in f`.
 FRAME = re.compile(r'^\s*(?:> )?File "([^"]*)", line (\d+),? in (\S+)')
+# torch.compile's errors (torch/_dynamo/exc.py: TorchRuntimeError, BackendCompilerFailed,
+# InternalTorchDynamoError, formatted by format_error_msg_verbose) print the exception and its
+# message — over several lines, unindented (the failing call and its fake tensors) — then
+# `from user code:` and the frames of the user's code the compiled graph was running, outermost
+# first: where it was raised (tests/corpus/realworld25/2522, 2523: Unsloth's compiled GRPO loss).
+USER_CODE = "from user code:"
+COMPILED_MESSAGE = 40  # lines its message may run on for before `from user code:`; past them, lines are read afresh
+COMPILED = re.compile(r"^(?:torch\._dynamo\.exc\.)?(?:TorchRuntimeError|BackendCompilerFailed|InternalTorchDynamoError)\b")
 CHAIN = re.compile(r"^\s*(?:The above exception was the direct cause of the following exception:"
                    r"|During handling of the above exception, another exception occurred:)")
 # `Type: message`, `pkg.mod.Type(Inner): message` or a bare `Type` at column 0.
@@ -108,6 +116,7 @@ class Block:
     at_end: bool = False  # still open when the log ended
     gap: int = 0  # lines of its process since its frames were interrupted (MAX_GAP)
     waited_by: tuple[int, str] | None = None  # a dump's process others wait for: how many, in which collective
+    user_code: bool = False  # the frames after its exception are where it was raised (`USER_CODE`)
 
     @property
     def main_stack(self) -> list[str] | None:
@@ -117,7 +126,7 @@ class Block:
 
     @property
     def current(self) -> Segment:
-        if not self.segments or self.segments[-1].exc_text:
+        if not self.segments or (self.segments[-1].exc_text and not self.user_code):
             self.segments.append(Segment())
         return self.segments[-1]
 
@@ -224,6 +233,13 @@ class BlockAssembler:
             return [], False
         # after_exc: the message continues, a chained or Ray-nested traceback follows, or the
         # block is over.
+        if (blk.segments and COMPILED.match(blk.segments[-1].exc_text) and not blk.user_code
+                and line.no - blk.segments[-1].exc_no <= COMPILED_MESSAGE):
+            if text.strip() == USER_CODE:  # the compiled code's own frames follow
+                blk.user_code, blk.state = True, "frames"
+            if not is_exception_line(text) or text.strip() == USER_CODE:  # its message runs on till then
+                self._add(blk, line)
+                return [], True
         if CHAIN.match(text) or TB_START.match(text):
             blk.state = "frames"
             self._add(blk, line)
