@@ -237,7 +237,7 @@ class BlockAssembler:
                 and line.no - blk.segments[-1].exc_no <= COMPILED_MESSAGE):
             if text.strip() == USER_CODE:  # the compiled code's own frames follow
                 blk.user_code, blk.state = True, "frames"
-            if not is_exception_line(text) or text.strip() == USER_CODE:  # its message runs on till then
+            if not is_exception_line(text):  # its message runs on till then
                 self._add(blk, line)
                 return [], True
         if CHAIN.match(text) or TB_START.match(text):
