@@ -95,9 +95,10 @@ def assigned(code: str) -> list[str]:
     """The names a source line assigns a call's result to (`self.values` → `=values`), `_` left
     out; none when the call builds an object (`self.rollout = self._build_rollout(…)`,
     `loader = DataLoader(…)`): the name is then the object's, not the work of the frames inside."""
-    m = ASSIGNED.match(code)
+    if (m := ASSIGNED.match(code)) is None:
+        return []
     called = (calls(code) or [""])[0]
-    if m is None or called == "__init__" or (name_words(called) or ("",))[0] in SETUP_VERBS:
+    if called == "__init__" or (name_words(called) or ("",))[0] in SETUP_VERBS:
         return []
     names = [t.strip().lstrip("*").rpartition(".")[2] for t in m["targets"].split(",")]
     return [TARGET + n for n in names if n.strip("_")]
