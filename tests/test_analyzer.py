@@ -841,6 +841,41 @@ def test_a_silent_run_hangs_in_the_work_its_last_line_names():
             (last, v["root_cause"])
 
 
+def test_a_silent_run_s_last_words_name_work_by_what_they_say_first_and_not_by_what_they_quote():
+    """Prose that names two phases names first the one it is about (a warning on the KL's values
+    that goes on to blame the generation's settings: the KL's, training data); a quoted name is
+    a symbol wherever it is used (a model class called `…ForConditionalGeneration` named as its
+    engine is built says nothing of a generation: the lifecycle's start-up); a request's path
+    still names the work asked for."""
+    union = load_playbook(None)
+    for last, stage in [
+            ("(Trainer pid=4) the approx KL went negative (-0.8): check the sampling and generation settings", 6),
+            ("(Trainer pid=4) generation settings look wrong: the KL went negative (-0.8)", 2),
+            ("(LLMActor pid=9) ERROR 02-21 07:10:54 registry.py:306] Error in inspecting model architecture "
+             "'MyVLForConditionalGeneration'", 1),
+            ("INFO _base_client - Retrying request to /v1/completions in 0.9 seconds", 2)]:
+        v, _ = run(union, "launching\n" + last + "\n", ts=1000.0, now=1000.0 + 7200)
+        assert (v["outcome"], v["failed_stage"]) == ("hang", stage), (last, v["root_cause"])
+
+
+def test_a_run_silent_after_a_warning_hangs_at_the_warning_not_in_a_collective():
+    """A Python warning all a silent run's last words say (`file.py:N: UserWarning: message`, then
+    its source line indented): the warning is the hang's line, not its source line; its words place
+    it, and a warning reports a value its process went on from — no sign of ranks waiting in a
+    collective, even in the update's stages: `other`. A line before it that is no warning says
+    where the run stopped, an error most of all."""
+    union = load_playbook(None)
+    warn = ("/site-packages/trl/trainer/ppo_trainer.py:1240: UserWarning: KL divergence is starting to become "
+            "negative: -1.50 - this might be a precursor for failed training.\n  warnings.warn(\n")
+    v, _ = run(union, warn, ts=1000.0, now=1000.0 + 7200)
+    rc = v["root_cause"]
+    assert (v["outcome"], v["failed_stage"], rc["category"]) == ("hang", 6, "other"), rc
+    assert "UserWarning: KL divergence" in rc["text"], rc
+    v, _ = run(union, ENGINE + "(WorkerDict pid=3) ERROR: reward worker failed: bad response\n" + warn,
+               ts=1000.0, now=1000.0 + 7200)
+    assert "reward worker failed" in v["root_cause"]["text"], v["root_cause"]
+
+
 def test_an_engine_decoding_requests_is_generating():
     """An inference engine's periodic stats with requests running (vLLM's stat logger, SGLang's
     decode batch) say a generation is under way: a hang after them is the completion stage's; the

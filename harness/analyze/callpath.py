@@ -128,16 +128,28 @@ def with_calls(pb: Playbook, frames: list[str], code: dict[int, str]) -> list[st
     return out
 
 
-def _stage(pb: Playbook, words: tuple[str, ...]) -> tuple[int, str] | None:
+def _stage(pb: Playbook, words: tuple[str, ...], prose: bool = False) -> tuple[int, str] | None:
     """(stage, kind: "", "weak" or "loop") of the longest phrase in `words` (phrases are sorted
     longest first): `actor_rollout_init_model` is set-up (init_model), not a rollout; none when
-    that phrase is a neutral one (`forward_backward_func` is no `backward`'s update)."""
+    that phrase is a neutral one (`forward_backward_func` is no `backward`'s update). In `prose`,
+    of phrases as long, the one said first: a sentence names its subject before what it goes on
+    about (TRL's `KL divergence is starting to become negative … the generation kwargs are not
+    correctly set`: the KL's values, not a generation — tests/corpus/realworld28/2827,
+    realworld34/3426)."""
     lemmas = tuple(map(lemma, words))
+    best = None  # (-length, position, stage, kind)
     for phrase, stage, kind in pb.stage_words:
+        if best is not None and len(phrase) < -best[0]:
+            break
         mine = lemmas if len(phrase) > 1 else words  # a phrase's words in either number (`_in_number`)
-        if (mine == phrase) if kind == "loop" else _contains(mine, phrase):  # a loop's name is the whole name
-            return None if kind == "neutral" else (stage, kind)
-    return None
+        at = (0 if mine == phrase else None) if kind == "loop" else _contains(mine, phrase)  # a loop's name is the whole name
+        if at is not None and (best is None or at < best[1]):
+            best = (-len(phrase), at, stage, kind)
+            if not prose:
+                break
+    if best is None:
+        return None
+    return None if best[3] == "neutral" else (best[2], best[3])
 
 
 def named_stage(pb: Playbook, name: str) -> int | None:
@@ -157,7 +169,7 @@ def requested_stage(pb: Playbook, path: str) -> int | None:
 
 def _prose_stage(pb: Playbook, text: str) -> tuple[int, str] | None:
     """`_stage` of the words of prose or a path, each `-ing` read as its verb."""
-    return _stage(pb, tuple(_verb(pb, w) for w in name_words(text)))
+    return _stage(pb, tuple(_verb(pb, w) for w in name_words(text)), prose=True)
 
 
 def _verb(pb: Playbook, word: str) -> str:
@@ -169,12 +181,12 @@ def _verb(pb: Playbook, word: str) -> str:
     return word
 
 
-def _contains(words: tuple[str, ...], phrase: tuple[str, ...]) -> bool:
-    """Whether `phrase`'s words stand together in `words`, in either order: code names an
-    action verb first or last (`update_weights`, `weight_update`; `compute_advantage`,
+def _contains(words: tuple[str, ...], phrase: tuple[str, ...]) -> int | None:
+    """Where `phrase`'s words first stand together in `words`, in either order (None: nowhere):
+    code names an action verb first or last (`update_weights`, `weight_update`; `compute_advantage`,
     `advantage_compute`)."""
     n, key = len(phrase), sorted(phrase)
-    return any(sorted(words[i:i + n]) == key for i in range(len(words) - n + 1))
+    return next((i for i in range(len(words) - n + 1) if sorted(words[i:i + n]) == key), None)
 
 
 SETUP_VERBS = ("init", "initialize", "build", "create", "construct", "setup", "set")  # `_build_rollout` sets up

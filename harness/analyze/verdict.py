@@ -167,13 +167,16 @@ def _backtrace_said(texts: list[str]) -> list[str]:
 ERRORISH = re.compile(r"\b(?:\w*(?:Error|Exception)|ERROR|[Ee]rror|[Ff]ailed|FAILED|[Ff]atal|FATAL)\b(?![ :=]*[\d.]+%?)")
 
 
-def _last_said(an) -> tuple[list[str], str, list[str]]:
-    """A run's last lines (`_peeled`), the one that says most of them, and the error families they
-    belong to (nearest the end first)."""
+def _last_said(an) -> tuple[list[str], str, list[str], bool]:
+    """A run's last lines (`_peeled`), the one that says most of them, the error families they
+    belong to (nearest the end first), and whether they are all warnings (the last warning, not
+    its source line, is then the one that says most)."""
     lines = _peeled(an)
     tail = [ln.text for ln in lines[-3:]]
     # a warning says what went on, not where it stopped
-    said = _backtrace_said([ln.text for ln in _not_warned(lines)]) or tail
+    said = _backtrace_said([ln.text for ln in _not_warned(lines)])
+    warned = not said and [ln.text for ln in lines if PY_WARNING.match(ln.text)][-1:]
+    said = said or warned or tail
     # A server's access-log line of a request it answered (uvicorn's `"GET /v1/models HTTP/1.1" 200 OK`,
     # as vLLM's and SGLang's OpenAI servers print it) says the server is fine: the waiting is in what
     # printed before it, whichever process happened to flush last.
@@ -187,7 +190,7 @@ def _last_said(an) -> tuple[list[str], str, list[str]]:
             break
         last = t
     cats = [c for c in (family(an.pb, "", t)[0] for t in reversed(said[-3:])) if c != "other"]
-    return tail, last, cats
+    return tail, last, cats, bool(warned)
 
 
 # Python's warnings print `path:N: CategoryWarning: message` (warnings.formatwarning), a message of
@@ -198,15 +201,18 @@ WARNING_LINES = 3  # the most lines a warning's message is taken to go on over
 
 
 def _not_warned(lines: list) -> list:
-    """`lines` without Python warnings and the lines their messages go on over (of the same
-    process, not indented, up to the warning's source line or WARNING_LINES): a warning is no
-    error's family."""
+    """`lines` without Python warnings, the lines their messages go on over (of the same process,
+    not indented, up to WARNING_LINES) and their source lines (the indented line that ends one,
+    `  warnings.warn(`): a warning is no error's family."""
     out, going = [], {}  # process -> lines its warning's message may still go on over
     for ln in lines:
+        indented = ln.text.startswith((" ", "\t"))
         if PY_WARNING.match(ln.text):
             going[ln.proc] = WARNING_LINES
-        elif going.get(ln.proc) and not ln.text.startswith((" ", "\t")):
+        elif going.get(ln.proc) and not indented:
             going[ln.proc] -= 1
+        elif ln.proc in going and indented:  # its source line: the warning is over
+            del going[ln.proc]
         else:
             going.pop(ln.proc, None)
             out.append(ln)
@@ -229,9 +235,12 @@ def silence(an, quiet: float, stage: int) -> Finding:
     collective hang), else, when its last words are a client retrying its request, by the server
     it cannot reach (`network_proxy`: TRL's vllm_client `Server is not up yet. Retrying in 2.0
     seconds...`, tests/corpus/realworld22/2208; slime's `retrying... (attempt 51/60)`, realworld13/1404),
-    else by the stage it hangs in (`silent_category`)."""
-    tail, last, cats = _last_said(an)
+    else, when its last words are a Python warning, `other` — a warning reports a value its process
+    went on from (TRL's `KL divergence is starting to become negative`, realworld28/2827,
+    realworld34/3426), no sign of a collective's wait —, else by the stage it hangs in (`silent_category`)."""
+    tail, last, cats, warned = _last_said(an)
     frames, where = waits(an), "after this line"
+    warned = warned and not frames
     if frames:
         last, coll, tail = waiting_frame(frames), collective(frames), [ln.text for ln in an.stack.lines]
         cats = ["distributed_comm_hang"] if coll or an.stack.waited_by else cats
@@ -241,7 +250,8 @@ def silence(an, quiet: float, stage: int) -> Finding:
             where = (f"; {n} process(es) of its kind wait in the collective {op} for the one whose main thread "
                      "is here")
     return Finding(key=SILENCE, line_no=an.line_no, text=last,
-                   category=cats[0] if cats else "network_proxy" if retrying(an) else silent_category(stage),
+                   category=cats[0] if cats else "network_proxy" if retrying(an) else
+                   SILENT_CATEGORY if warned else silent_category(stage),
                    hint=f"The run printed nothing for {quiet:.0f}s {where}, in {STAGES[stage - 1]}: "
                         "see where its processes wait (the attempt's evidence: their stacks, states and last lines).",
                    stage=stage, outcome="hang", signature=SILENCE, detail=f"silent for {quiet:.0f}s",
@@ -257,7 +267,7 @@ def ended(an, code: int | None, stage: int) -> Finding:
     error the rules know: its last line, categorised by the error family its last lines belong
     to; else a SIGKILL is `oom` (the host's OOM killer sends it and prints nothing into the run's
     log: the class of `host_oom_sigkill`), anything else `other`. Never `running`: the run is over."""
-    tail, last, cats = _last_said(an)
+    tail, last, cats, _ = _last_said(an)
     killed = code in KILLED
     status = "no exit status" if code is None else f"exit status {code}" + (" (SIGKILL)" if killed else "")
     hint = (f"The run ended ({status}) before {STAGES[stage - 1]} passed and printed no error the rules know: "
@@ -420,12 +430,18 @@ def said_stage(an) -> int | None:
     """The stage of work a silent run's last line names — its words, else its process's name
     (`[Rollout] Finish generating sequences.`, `(AgentLoopWorker pid=1) … Execution failed: …`,
     `(RewardManager pid=1) scoring batch 3`): what a run printed last is what it was doing when it stopped.
-    A line of metrics (a step's report, `rollout 0: {'rollout/rewards': …}`) names every phase it
+    Its words outside what it quotes: a quoted name is a symbol, wherever it is used (vLLM's
+    `Error in inspecting model architecture 'Qwen2_5_VLForConditionalGeneration'` as its engine is
+    built: tests/corpus/realworld34/3442); a request's path names work (`Retrying request to
+    /chat/completions`). A line of metrics (a step's report, `rollout 0: {'rollout/rewards': …}`) names every phase it
     measured, not the one under way: it says nothing."""
     lines = _peeled(an)
+    if len(lines) > 1 and lines[-1].text.startswith((" ", "\t")) and PY_WARNING.match(lines[-2].text):
+        lines.pop()  # a warning's source line (`  warnings.warn(`): the warning said it
     if not lines or reports(lines[-1].text):
         return None
-    return named_stage(an.pb, lines[-1].text) or (named_stage(an.pb, lines[-1].actor) if lines[-1].actor else None)
+    words = QUOTED.sub(" ", lines[-1].text)  # a quoted name is a symbol's (`'Qwen2_5_VLForConditionalGeneration'`)
+    return named_stage(an.pb, words) or (named_stage(an.pb, lines[-1].actor) if lines[-1].actor else None)
 
 
 # How a verdict's failed stage was found (its `stage_basis`), so that whoever reads it knows how far
