@@ -323,6 +323,11 @@ def test_errors_of_a_class_get_its_category_however_the_library_words_them():
                            ("RuntimeError: engine did not become ready within 600s", "timeout"),
                            ("[rank2]:[E101 10:00:00.000000000 compiler_depend.ts:422] setup failed!", "device_runtime_error"),
                            ("RuntimeError: setup failed!", "device_runtime_error"),
+                           # an NPU core's fault inside a kernel, as CANN's runtime and its AIC dump word it
+                           ("(Worker_TP1 pid=7) ERROR 11-20 02:28:06 [multiproc_executor.py:671]        The error from "
+                            "device(chipId:1, dieId:0), serial number is 3, there is an exception of aivec error, core "
+                            "id is 4, error code = 0x800000", "device_runtime_error"),
+                           ("[AIC_INFO] The write address of the MTE instruction is out of range.", "device_runtime_error"),
                            # a c10d client that could not reach another host's address; this host's own
                            # port not answering is a peer that is not up
                            ("[E101 10:00:00.1 socket.cpp:1023] [c10d] The client socket has timed out after 600000ms "
