@@ -278,6 +278,23 @@ def test_pushing_a_parameter_to_the_rollout_server_is_the_weight_sync(pb):
     assert stage_of(pb, step)[0] == 7
 
 
+def test_streaming_weights_to_the_generation_engine_is_the_weight_sync(pb):
+    """A policy worker that streams or pushes its weights to the generation engine (NeMo-RL's
+    refit, torchforge's push) is syncing them, whatever library call inside fails; a ZeroMQ
+    receive that ran out there is a timeout, not the host's process limits its strerror also names."""
+    for func in ("stream_weights_via_ipc_zmq_impl", "push_weights"):
+        lines = ["Traceback (most recent call last):",
+                 f'  File "/srv/tinyrl/policy/worker.py", line 464, in {func}',
+                 "    reply = sock.recv()",
+                 '  File "zmq/backend/cython/_zmq.py", line 183, in zmq.backend.cython._zmq._check_rc',
+                 "    raise Again(errno)",
+                 "zmq.error.Again: Resource temporarily unavailable"]
+        v = verdict_of(pb, lines)
+        assert (v["failed_stage"], v["root_cause"]["category"]) == (2, "timeout"), (func, v["root_cause"])
+    v = verdict_of(pb, ["OSError: [Errno 11] Resource temporarily unavailable"])
+    assert v["root_cause"]["category"] != "timeout", v["root_cause"]
+
+
 def test_an_error_type_wrapping_a_collective_timeout_is_a_hang(pb):
     """torch raises DistBackendError when its watchdog times a collective out: the line names an
     error type and a wait that timed out; the run hung. The same error type for a failed CUDA call
