@@ -295,6 +295,20 @@ def test_streaming_weights_to_the_generation_engine_is_the_weight_sync(pb):
     assert v["root_cause"]["category"] != "timeout", v["root_cause"]
 
 
+def test_an_error_said_alone_then_with_its_traceback_is_placed_by_the_traceback(pb):
+    """One rank's error printed bare (a logger's line, the exception's own line first), then the
+    same error with its traceback from another rank: one error, raised where the frames say."""
+    lines = ["TypeError: list indices must be integers or slices, not str",
+             "[rank0]: Traceback (most recent call last):",
+             '[rank0]:   File "/srv/tinyrl/train.py", line 234, in <module>',
+             "[rank0]:     trainer.train()",
+             '[rank0]:   File "/srv/tinyrl/trainer.py", line 766, in compute_loss',
+             '[rank0]:     ids = inputs["prompt_ids"]',
+             "[rank0]: TypeError: list indices must be integers or slices, not str"]
+    v = verdict_of(pb, lines)
+    assert (v["failed_stage"], v["root_cause"]["line_no"]) == (7, 1), v["root_cause"]
+
+
 def test_an_error_type_wrapping_a_collective_timeout_is_a_hang(pb):
     """torch raises DistBackendError when its watchdog times a collective out: the line names an
     error type and a wait that timed out; the run hung. The same error type for a failed CUDA call

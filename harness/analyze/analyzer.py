@@ -424,6 +424,10 @@ class Analyzer:
             if not (f.wrapped and old.procs):  # a driver's re-print of a worker's error is no new rank
                 old.count += f.count
                 old.procs |= f.procs
+            if old.stage is None and f.stage is not None and len(f.lines) > len(old.lines):
+                # the same error said first alone (a logger's line, another rank's), then with its
+                # traceback: where that places it is where the first was raised too
+                old.stage, old.by_context, old.guessed, old.lines = f.stage, f.by_context, f.guessed, f.lines
             return
         self.findings[f.key] = f
         self._events.append(Event("failure", f.line_no, f.text, f.stage, {"category": f.category, "role": f.role}))
