@@ -309,6 +309,18 @@ def test_an_error_said_alone_then_with_its_traceback_is_placed_by_the_traceback(
     assert (v["failed_stage"], v["root_cause"]["line_no"]) == (7, 1), v["root_cause"]
 
 
+def test_accumulating_gradients_over_micro_batches_is_the_update(pb):
+    """A step's gradient accumulation (accelerate's `accumulate`, a data-parallel wrapper's
+    `no_sync`) is the update's work, whichever library refuses it."""
+    lines = ["Traceback (most recent call last):",
+             '  File "/srv/lib/accelerate/accelerator.py", line 1157, in accumulate',
+             "    stack.enter_context(self.no_sync(m))",
+             '  File "/srv/lib/zero/engine.py", line 2000, in no_sync',
+             "    assert not self.partitioned, 'no_sync is not supported here'",
+             "AssertionError: no_sync is not supported here"]
+    assert stage_of(pb, lines)[0] == 7
+
+
 def test_an_error_type_wrapping_a_collective_timeout_is_a_hang(pb):
     """torch raises DistBackendError when its watchdog times a collective out: the line names an
     error type and a wait that timed out; the run hung. The same error type for a failed CUDA call
