@@ -90,6 +90,9 @@ class Signature(Pattern):
     outcome: Literal["crash", "hang", "wrong_result"] = "crash"
     fix: Fix | None = None
     alone: bool = False  # an error shape for lines outside a traceback only (inside one, the traceback decides)
+    # a supervisor's report that a process died (Ray's raylet and GCS): it says which process and
+    # how, not what the process was doing — nothing else placing it, its stage is unknown
+    death_report: bool = False
 
 
 class StageHint(Pattern):

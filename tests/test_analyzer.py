@@ -1393,6 +1393,24 @@ def test_an_error_nothing_places_is_in_the_work_the_lines_before_it_name():
     assert v["failed_stage"] is None, v["root_cause"]  # the look stopped at the metrics: nothing places it
 
 
+def test_a_supervisor_s_report_of_a_dead_process_nothing_places_has_no_assumed_stage():
+    """Ray's report that a worker or an actor died (the raylet's `Worker unexpectedly exits …
+    potential root causes: OOM killer, ray stop, SIGSEGV`) says which process died, not what it was
+    doing: with nothing to place it and no stage passed, its stage is unknown, not start-up's.
+    Its process's work, or a stage already passed, still bound it; an error of the process's own
+    does not change."""
+    union = load_playbook(None)
+    died = ("(raylet) A worker died or was killed while executing a task by an unexpected system error. To "
+            "troubleshoot the problem, check the logs for the dead worker. Worker exit type: SYSTEM_ERROR Worker "
+            "exit detail: Worker unexpectedly exits with a connection error code 2. End of file.\n")
+    v, _ = run(union, died)
+    assert (v["outcome"], v["failed_stage"], v["stage_basis"]) == ("crash", None, None), v["root_cause"]
+    v, _ = run(union, "(RewardManager pid=9) scoring batch 3\n" + died)
+    assert v["failed_stage"] == 5, v["root_cause"]
+    v, _ = run(union, "ValueError: the config has no key 'lr'\n")
+    assert v["failed_stage"] == 1, v["root_cause"]
+
+
 @pytest.mark.parametrize("line", [
     "[rank1]: EI0009: [PID: 2225827] 2025-09-24-20:59:48.119.066 Transport init error. Reason: [Create][DestLink]Create Dest error!",
     "EI0012: [PID: 77] 2026-01-02-10:00:00.000.000 The HCCL link between rank 3 and rank 5 went down.",
