@@ -1391,6 +1391,11 @@ def test_an_error_nothing_places_is_in_the_work_the_lines_before_it_name():
     report = "(WorkerDict pid=15) eval: reward/mean: 0.31 - response_length/mean: 512.0 - score/max: 1.0\n"
     v, _ = run(union, saving + report + OOM_KILL)
     assert v["failed_stage"] is None, v["root_cause"]  # the look stopped at the metrics: nothing places it
+    denied = "requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: https://hub.example/rm-7b/x.json\n"
+    for said, stage in [("12/05/2026 16:02:18 - INFO - tuner.loader - Load reward model from rm-7b\n", 1),
+                        ("(RewardManager pid=9) scoring batch 3 with rm-7b\n", 5)]:
+        v, _ = run(union, said + denied)  # what is being loaded is being set up; what is scoring, scoring
+        assert v["failed_stage"] == stage, (said, v["root_cause"])
 
 
 def test_a_supervisor_s_report_of_a_dead_process_nothing_places_has_no_assumed_stage():

@@ -410,19 +410,27 @@ PATHLIKE = re.compile(r"\S*/\S*")  # a path or a URL: the names of files, not of
 ENDED_WORK = re.compile(r"\b(?:[Cc]ompleted?|[Ff]inished|[Dd]one|[Ss]ucceeded|[Ss]uccessfully|took)\b")
 
 
-def context_stage(an, context: list[str]) -> int | None:
+# A line that says the run is loading or building something (LLaMA-Factory's `Load reward model from
+# …` before a download's 401: tests/corpus/realworld29/2923; `Loading the rollout engine`,
+# `Initializing the reward workers`): before any stage passed, that thing is being set up, whatever
+# work it will do — as a message that says something could not be loaded (NOT_LOADED).
+LOADING = re.compile(r"(?:^|[\]:] | - )(?:[Ll]oad(?:ing)?|[Bb]uild(?:ing)?|[Cc]reat(?:e|ing)|[Ii]nitiali[sz](?:e|ing)) ")
+
+
+def context_stage(an, context: list[str], top: int = 1) -> int | None:
     """The stage of work the lines just before an error name, nearest first, when nothing else
     places it: what the run said it was doing is where it failed (`Saving checkpoint to …` then
     the raylet's OOM kill: the update's checkpoint, tests/corpus/realworld10/1106). Their words
     outside what they quote and outside paths (`…/global_step_50/kl_loss_coef/…` names no phase);
     a line that reports a value (`• Avg Reward: 0.43`, a bar's `Compute log probs: 50%`) names
     what it measured, and one that says its work is over (`Number of Trajectories 16/16 completed`)
-    names work done, not what the run went on to do: the look stops at either."""
+    names work done, not what the run went on to do: the look stops at either. Before any stage
+    passed (`top`), a line that says it loads or builds what it names is that thing's set-up."""
     for ln in reversed(_peeled(an, context[-CONTEXT_BACK:])):
         if measures(ln.text) or ENDED_WORK.search(ln.text):
             return None
         if (st := named_stage(an.pb, PATHLIKE.sub(" ", QUOTED.sub(" ", ln.text)))) is not None:
-            return st
+            return STAGE_NO["engine_start"] if top == 0 and LOADING.search(ln.text) else st
     return None
 
 
@@ -533,7 +541,7 @@ def build_verdict(an, now: float | None) -> dict:
             # more than a process's name, the callers or a training loop
             if (under := phase_under_way(an, root.line_no, root.context + root.lines[:1], stage)) is not None:
                 stage, basis = under, "under way"
-        if stage is None and (stage := said or context_stage(an, root.context)
+        if stage is None and (stage := said or context_stage(an, root.context, top)
                               or consequence_stage(findings, root)) is not None:
             # words, not a path: the lifecycle bounds them; an error raised while scoring is the reward function's
             root, basis = replace(root, guessed=True, category=scored_category(root, stage)), "words"
