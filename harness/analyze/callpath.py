@@ -142,7 +142,8 @@ def _stage(pb: Playbook, words: tuple[str, ...], prose: bool = False) -> tuple[i
         if best is not None and len(phrase) < -best[0]:
             break
         mine = lemmas if len(phrase) > 1 else words  # a phrase's words in either number (`_in_number`)
-        at = (0 if mine == phrase else None) if kind == "loop" else _contains(mine, phrase)  # a loop's name is the whole name
+        # a loop's name is the whole name
+        at = (0 if mine == phrase else None) if kind == "loop" else _contains(mine, phrase)
         if at is not None and (best is None or at < best[1]):
             best = (-len(phrase), at, stage, kind)
             if not prose:

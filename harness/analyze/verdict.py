@@ -414,10 +414,11 @@ ENDED_WORK = re.compile(r"\b(?:[Cc]ompleted?|[Ff]inished|[Dd]one|[Ss]ucceeded|[S
 # …` before a download's 401: tests/corpus/realworld29/2923; `Loading the rollout engine`,
 # `Initializing the reward workers`): before any stage passed, that thing is being set up, whatever
 # work it will do — as a message that says something could not be loaded (NOT_LOADED).
-LOADING = re.compile(r"(?:^|[\]:] | - )(?:[Ll]oad(?:ing)?|[Bb]uild(?:ing)?|[Cc]reat(?:e|ing)|[Ii]nitiali[sz](?:e|ing)) ")
+LOADING = re.compile(r"(?:^|[\]:] | - )"
+                     r"(?:[Ll]oad(?:ing)?|[Bb]uild(?:ing)?|[Cc]reat(?:e|ing)|[Ii]nitiali[sz](?:e|ing)) ")
 
 
-def context_stage(an, context: list[str], top: int = 1) -> int | None:
+def context_stage(an, context: list[str], top: int) -> int | None:
     """The stage of work the lines just before an error name, nearest first, when nothing else
     places it: what the run said it was doing is where it failed (`Saving checkpoint to …` then
     the raylet's OOM kill: the update's checkpoint, tests/corpus/realworld10/1106). Their words
@@ -441,8 +442,8 @@ def said_stage(an) -> int | None:
     Its words outside what it quotes: a quoted name is a symbol, wherever it is used (vLLM's
     `Error in inspecting model architecture 'Qwen2_5_VLForConditionalGeneration'` as its engine is
     built: tests/corpus/realworld34/3442); a request's path names work (`Retrying request to
-    /chat/completions`). A line of metrics (a step's report, `rollout 0: {'rollout/rewards': …}`) names every phase it
-    measured, not the one under way: it says nothing."""
+    /chat/completions`). A line of metrics (a step's report, `rollout 0: {'rollout/rewards': …}`)
+    names every phase it measured, not the one under way: it says nothing."""
     lines = _peeled(an)
     if len(lines) > 1 and lines[-1].text.startswith((" ", "\t")) and PY_WARNING.match(lines[-2].text):
         lines.pop()  # a warning's source line (`  warnings.warn(`): the warning said it
