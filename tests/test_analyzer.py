@@ -328,6 +328,10 @@ def test_errors_of_a_class_get_its_category_however_the_library_words_them():
                             "device(chipId:1, dieId:0), serial number is 3, there is an exception of aivec error, core "
                             "id is 4, error code = 0x800000", "device_runtime_error"),
                            ("[AIC_INFO] The write address of the MTE instruction is out of range.", "device_runtime_error"),
+                           # a launcher's or an orchestrator's report of a child that exited with an error code
+                           ("10:46:04   ERROR Error: Trainer failed with exit code 1", "other"),
+                           ("Status message: Job entrypoint command failed with exit code 1, last available logs "
+                            "(truncated to 20,000 chars):", "other"),
                            # a c10d client that could not reach another host's address; this host's own
                            # port not answering is a peer that is not up
                            ("[E101 10:00:00.1 socket.cpp:1023] [c10d] The client socket has timed out after 600000ms "
