@@ -321,6 +321,8 @@ def test_errors_of_a_class_get_its_category_however_the_library_words_them():
                            # operator refusing its inputs (torch_npu's ATB wrapper, logged or raised)
                            ("RuntimeError: Reward server failed to start within 30 seconds.", "timeout"),
                            ("RuntimeError: engine did not become ready within 600s", "timeout"),
+                           ("ERROR:2026-12-05 04:35:13,188:Error invoking MCP tool search: Timed out while waiting for "
+                            "response to ClientRequest. Waited 60.0 seconds.", "timeout"),
                            ("[rank2]:[E101 10:00:00.000000000 compiler_depend.ts:422] setup failed!", "device_runtime_error"),
                            ("RuntimeError: setup failed!", "device_runtime_error"),
                            # an NPU core's fault inside a kernel, as CANN's runtime and its AIC dump word it
