@@ -321,6 +321,26 @@ def test_accumulating_gradients_over_micro_batches_is_the_update(pb):
     assert stage_of(pb, lines)[0] == 7
 
 
+def test_an_exception_ray_could_not_rebuild_is_the_error_under_ray_s_wrapper():
+    """Ray raises `RuntimeError: Failed to unpickle serialized exception` from the error that
+    rebuilding the remote exception raised: that error (naming the class the task raised) is the
+    root, the RuntimeError Ray's wrapper of it."""
+    union = load_playbook(None)
+    lines = ["Traceback (most recent call last):",
+             '  File "/srv/lib/ray/exceptions.py", line 51, in from_ray_exception',
+             "    return pickle.loads(ray_exception.serialized_exception)",
+             "TypeError: ToolTimeout.__init__() missing 1 required positional argument: 'budget'",
+             "",
+             "The above exception was the direct cause of the following exception:",
+             "",
+             "Traceback (most recent call last):",
+             '  File "/srv/lib/ray/exceptions.py", line 54, in from_ray_exception',
+             "    raise RuntimeError(msg) from e",
+             "RuntimeError: Failed to unpickle serialized exception"]
+    v = verdict_of(union, lines)
+    assert v["root_cause"]["text"].startswith("TypeError: ToolTimeout.__init__()"), v["root_cause"]
+
+
 def test_an_error_type_wrapping_a_collective_timeout_is_a_hang(pb):
     """torch raises DistBackendError when its watchdog times a collective out: the line names an
     error type and a wait that timed out; the run hung. The same error type for a failed CUDA call
