@@ -324,19 +324,18 @@ def test_accumulating_gradients_over_micro_batches_is_the_update(pb):
 def test_an_exception_ray_could_not_rebuild_is_the_error_under_ray_s_wrapper():
     """Ray raises `RuntimeError: Failed to unpickle serialized exception` from the error that
     rebuilding the remote exception raised: that error (naming the class the task raised) is the
-    root, the RuntimeError Ray's wrapper of it."""
+    root, the RuntimeError Ray's wrapper of it — though the driver printed its own first and the
+    task runner's log of the chain came after."""
     union = load_playbook(None)
     lines = ["Traceback (most recent call last):",
-             '  File "/srv/lib/ray/exceptions.py", line 51, in from_ray_exception',
-             "    return pickle.loads(ray_exception.serialized_exception)",
-             "TypeError: ToolTimeout.__init__() missing 1 required positional argument: 'budget'",
-             "",
-             "The above exception was the direct cause of the following exception:",
-             "",
-             "Traceback (most recent call last):",
              '  File "/srv/lib/ray/exceptions.py", line 54, in from_ray_exception',
              "    raise RuntimeError(msg) from e",
-             "RuntimeError: Failed to unpickle serialized exception"]
+             "RuntimeError: Failed to unpickle serialized exception",
+             "(TaskRunner pid=56) Failed to unpickle serialized exception",
+             "(TaskRunner pid=56) Traceback (most recent call last):",
+             '(TaskRunner pid=56)   File "/srv/lib/ray/exceptions.py", line 51, in from_ray_exception',
+             "(TaskRunner pid=56)     return pickle.loads(ray_exception.serialized_exception)",
+             "(TaskRunner pid=56) TypeError: ToolTimeout.__init__() missing 1 required positional argument: 'budget'"]
     v = verdict_of(union, lines)
     assert v["root_cause"]["text"].startswith("TypeError: ToolTimeout.__init__()"), v["root_cause"]
 
