@@ -169,8 +169,9 @@ ERRORISH = re.compile(r"\b(?:\w*(?:Error|Exception)|ERROR|[Ee]rror|[Ff]ailed|FAI
 
 def _last_said(an) -> tuple[list[str], str, list[str], bool]:
     """A run's last lines (`_peeled`), the one that says most of them, the error families they
-    belong to (nearest the end first), and whether they are all warnings (the last warning, not
-    its source line, is then the one that says most)."""
+    belong to (nearest the end first), and whether that line is a warning: a logger's record at
+    its warning level, or a Python warning when they are all such (the warning, not its source
+    line, is then the one that says most)."""
     lines = _peeled(an)
     tail = [ln.text for ln in lines[-3:]]
     # a warning says what went on, not where it stopped
@@ -190,13 +191,14 @@ def _last_said(an) -> tuple[list[str], str, list[str], bool]:
             break
         last = t
     cats = [c for c in (family(an.pb, "", t)[0] for t in reversed(said[-3:])) if c != "other"]
-    return tail, last, cats, bool(warned)
+    return tail, last, cats, bool(warned) or LOGGED_WARNING.search(last) is not None
 
 
 # Python's warnings print `path:N: CategoryWarning: message` (warnings.formatwarning), a message of
 # several lines as it is, then the source line indented: vLLM's `connections.py:8: RuntimeWarning:
 # Failed to read commit hash:` goes on `No module named 'vllm._version'` (tests/corpus/realworld5/627).
 PY_WARNING = re.compile(r"^\S+?:\d+: \w*Warning: ")
+LOGGED_WARNING = re.compile(r"\bWARN(?:ING)?\b")  # a logger's record at its warning level (`[WARNING:swift]`)
 WARNING_LINES = 3  # the most lines a warning's message is taken to go on over
 
 
@@ -235,9 +237,11 @@ def silence(an, quiet: float, stage: int) -> Finding:
     collective hang), else, when its last words are a client retrying its request, by the server
     it cannot reach (`network_proxy`: TRL's vllm_client `Server is not up yet. Retrying in 2.0
     seconds...`, tests/corpus/realworld22/2208; slime's `retrying... (attempt 51/60)`, realworld13/1404),
-    else, when its last words are a Python warning, `other` — a warning reports a value its process
-    went on from (TRL's `KL divergence is starting to become negative`, realworld28/2827,
-    realworld34/3426), no sign of a collective's wait —, else by the stage it hangs in (`silent_category`)."""
+    else, when its last words are a warning (Python's, or a logger's record at its warning level),
+    `other` — a warning reports a value its process went on from (TRL's `KL divergence is starting to
+    become negative`, realworld28/2827, realworld34/3426; ms-swift's `[WARNING:swift] Rollout logprobs
+    count (208) does not match completion tokens count (207)`, realworld32/3227), no sign of a
+    collective's wait —, else by the stage it hangs in (`silent_category`)."""
     tail, last, cats, warned = _last_said(an)
     frames, where = waits(an), "after this line"
     warned = warned and not frames
