@@ -19,7 +19,10 @@ FLOORS = {
     ("realworld3",): {"stage": 0.92, "category": 0.84, "digest": 1.0, "chosen": 0.84},  # 408: a hang after the engine fell asleep
     ("realworld4",): {"stage": 0.86, "category": 0.75, "digest": 1.0, "chosen": 0.92},
     ("realworld5",): {"stage": 0.72, "category": 0.72, "digest": 1.0, "chosen": 0.86},  # 617 and 616 (slime's raw reward 0): reward 0 every step, labelled other
-    ("realworld6",): {"stage": 0.55, "category": 0.44, "digest": 1.0, "chosen": 0.66},
+    # 714: the error under Ray's `Failed to unpickle serialized exception` (ray_unpickle_failed) is the
+    # root since the ninth release of 2026-12-06 — `BackendCompilerFailed.__init__() missing 1 required
+    # positional argument`, which the version family reads as an API change (labelled other)
+    ("realworld6",): {"stage": 0.55, "category": 0.33, "digest": 1.0, "chosen": 0.77},
     # 829: a reward function missing the `solution` keyword, labelled version_incompat; 602 (realworld5),
     # the same message, data_format — the columns a trainer passes as keywords: the data's shape;
     # 847: a run silent after prime-rl's `Train batch 0/16 (0.0%)` (its orchestrator gathering the
