@@ -1411,9 +1411,9 @@ def test_an_error_nothing_places_is_in_the_work_the_lines_before_it_name():
 def test_a_supervisor_s_report_of_a_dead_process_nothing_places_has_no_assumed_stage():
     """Ray's report that a worker or an actor died (the raylet's `Worker unexpectedly exits …
     potential root causes: OOM killer, ray stop, SIGSEGV`) says which process died, not what it was
-    doing: with nothing to place it and no stage passed, its stage is unknown, not start-up's.
-    Its process's work, or a stage already passed, still bound it; an error of the process's own
-    does not change."""
+    doing: with nothing to place it and no stage passed, its stage is unknown, not start-up's. The
+    work the lines before it name still places it; any other error nothing places is still
+    start-up's (the lifecycle's default)."""
     union = load_playbook(None)
     died = ("(raylet) A worker died or was killed while executing a task by an unexpected system error. To "
             "troubleshoot the problem, check the logs for the dead worker. Worker exit type: SYSTEM_ERROR Worker "
