@@ -357,6 +357,11 @@ NOT_LOADED = re.compile(r"\bnot (?:been )?(?:correctly |properly |successfully )
                         r"\b(?:[Ff]ailed|[Uu]nable|[Cc]ould not|[Cc]annot|[Cc]an't) (?:to )?load\b")
 
 
+def signature_of(pb, f: Finding):
+    """The playbook signature a finding was made by (None: an error shape of no signature)."""
+    return next((s for s in pb.source.signatures if s.id == f.signature), None)
+
+
 def message_stage(pb, root: Finding, top: int) -> int | None:
     """The stage of work an error's message names, outside what it quotes, when no family's
     signature matched it — an exception's message, or a line of a generic error shape (`Error
@@ -367,7 +372,7 @@ def message_stage(pb, root: Finding, top: int) -> int | None:
     if root.exception:
         _, head, message = root.text.partition(f"{root.exception}: ")
     else:
-        sig = next((s for s in pb.source.signatures if s.id == root.signature), None)
+        sig = signature_of(pb, root)
         head = root.signature is None or (sig is not None and sig.category is None)  # no family's
         message = LOOSE_EXC.sub("", root.text)  # an exception's own head (`ValueError: `) names no work
     if (requested := failed_request(pb, [root.text, *root.lines[1:4]])) is not None:  # whatever family it is
@@ -484,7 +489,7 @@ def unplaceable(pb, root: Finding, stage: int | None, top: int, floor: int) -> b
     nothing placed in the corpora, 4 were labelled unknowable, 1 start-up, 1 a trajectory, 1 the update."""
     if stage is not None or top or floor:
         return False
-    sig = next((s for s in pb.source.signatures if s.id == root.signature), None)
+    sig = signature_of(pb, root)
     return root.category == "oom" or (sig is not None and sig.death_report)
 
 
