@@ -137,20 +137,18 @@ def _stage(pb: Playbook, words: tuple[str, ...], prose: bool = False) -> tuple[i
     correctly set`: the KL's values, not a generation — tests/corpus/realworld28/2827,
     realworld34/3426)."""
     lemmas = tuple(map(lemma, words))
-    best = None  # (-length, position, stage, kind)
+    found, length, first = None, 0, len(words)  # the (stage, kind) said first of the longest phrases found
     for phrase, stage, kind in pb.stage_words:
-        if best is not None and len(phrase) < -best[0]:
+        if found is not None and len(phrase) < length:
             break
         mine = lemmas if len(phrase) > 1 else words  # a phrase's words in either number (`_in_number`)
         # a loop's name is the whole name
         at = (0 if mine == phrase else None) if kind == "loop" else _contains(mine, phrase)
-        if at is not None and (best is None or at < best[1]):
-            best = (-len(phrase), at, stage, kind)
+        if at is not None and at < first:
+            found, length, first = (stage, kind), len(phrase), at
             if not prose:
                 break
-    if best is None:
-        return None
-    return None if best[3] == "neutral" else (best[2], best[3])
+    return None if found is None or found[1] == "neutral" else found
 
 
 def named_stage(pb: Playbook, name: str) -> int | None:
