@@ -8,6 +8,8 @@ validation and the timestamp merge."""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import textwrap
 from pathlib import Path
 
@@ -126,6 +128,63 @@ def test_a_node_lost_mid_run_is_an_infrastructure_failure_that_names_it(lab, tmp
     assert any(e["type"] == "note" and "node w1 unreachable" in e["text"] for e in ev)
     assert ev[-1]["type"] == "end"
     assert not processes_of(head), "the head's run was stopped"
+
+
+RANKS = r"""#!/bin/bash
+cat > rank.py <<'PY'
+import os, threading, time
+def say(what):
+    print(f"[rank{os.environ['RANK']}]: {what}", flush=True)
+def all_reduce():
+    threading.Event().wait()
+def update_actor():
+    say("entering the all-reduce")
+    all_reduce()
+def compute_score():
+    say("scoring batch 4")
+    while True:
+        time.sleep(0.05)
+compute_score() if os.environ["RANK"] == "1" else update_actor()
+PY
+cp rank.py "$W1/rank.py"
+# rank 1 runs on the worker node, started there the way srun or a Ray job starts a worker: with the
+# run's environment (its marker among it), outside the head's process group
+ssh -F "$SSH_CONFIG" jump "cd $W1 && HARNESS_RUN_ID=$HARNESS_RUN_ID PATH=$PATH RANK=1 exec python3 rank.py >> logs/worker.log 2>&1" &
+RANK=0 exec python3 rank.py
+"""
+
+
+def test_a_hang_s_evidence_holds_each_worker_node_s_processes_and_the_rank_they_wait_for(lab, tmp_path):
+    """Two ranks, one on the head waiting in the update's all-reduce, one on the worker node still
+    scoring: before the run is stopped, each node's processes are sampled through its own link (py-spy
+    found on the PATH the run activated, not the SSH session's), and read together they say the
+    head's rank waits for the node's. The loopback lab's two hosts are one machine, so each also sees
+    the other's processes: the assertions hold for what the node's own sample adds."""
+    spec, head, w1 = cluster(tmp_path, lab, RANKS)
+    venv = Path(sys.executable).parent
+    spec.write_text(spec.read_text().replace(
+        f'env: {{W1: "{w1}"}}, settle: 1',
+        f'env: {{W1: "{w1}", SSH_CONFIG: "{lab.ssh_config}", PATH: "{venv}:/usr/bin:/bin"}}, settle: 1, stall: 2'))
+    d = tmp_path / unique("session")
+    try:
+        session(spec, d)
+    finally:
+        left = processes_of(w1)  # the node's rank: the head's stop reaches it on loopback, by its marker
+        for pid in [int(x.split(":")[0]) for x in left]:
+            os.kill(pid, 9)
+    assert not left, left
+    ev = Journal.read(d / "journal.jsonl")
+    v = next(e for e in ev if e["type"] == "verdict")
+    assert v["outcome"] == "hang", v
+    evidence = (d / "attempts" / "01.evidence.txt").read_text()
+    summary = evidence.split("\n\n")[0]
+    assert "process(es) of the run on the head and 1 worker node(s), sampled for 1 s:" in summary, summary
+    on_node = [x for x in summary.splitlines() if " on w1 " in x]
+    assert any("in compute_score (" in x for x in on_node), summary  # the node's own sample, its stack read
+    assert "waited on: pid " in summary and "in compute_score (" in summary.split("waited on: pid ")[1], summary
+    assert "\n== node w1\n" in evidence and "compute_score" in evidence.split("\n== node w1\n")[1]
+    rec = (d / "recording.jsonl").read_text()
+    assert rec.count("py-spy") >= 2 and '"node":"w1"' in rec  # the evidence command went through the node's link too
 
 
 def test_a_node_that_cannot_be_reached_at_start_is_a_one_line_error_naming_it(lab, tmp_path):

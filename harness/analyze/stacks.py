@@ -97,9 +97,9 @@ def waited_on(procs: list[Dumped]) -> tuple[list[Dumped], int, str] | None:
     for p in procs:
         kinds.setdefault(kind(p.cmd), []).append(p)
     for peers in kinds.values():
-        ops = {p.pid: collective(p.main) for p in peers if p.main}
+        ops = {id(p): collective(p.main) for p in peers if p.main}  # pids of two hosts may be the same
         waiting = [op for op in ops.values() if op]
-        late = [p for p in peers if p.pid in ops and not ops[p.pid] and _own(p.main)]
+        late = [p for p in peers if id(p) in ops and not ops[id(p)] and _own(p.main)]
         if waiting and late:
             return late, len(waiting), Counter(waiting).most_common(1)[0][0]
     return None

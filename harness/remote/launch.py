@@ -189,11 +189,12 @@ class RunLauncher(Protocol):
     async def find(self, workdir: str, run_id: str) -> RunHandle | None: ...
     async def poll(self, handle: RunHandle) -> RunStatus: ...
     async def stop(self, handle: RunHandle, grace: float = 10, cleanup: Sequence[str] = ()) -> StopReport: ...
-    async def evidence(self, handle: RunHandle) -> str:
-        """Where a hung run's processes wait (states, CPU, Python stacks with py-spy): evidence.py."""
+    async def evidence(self, handle: RunHandle, nodes=()) -> str:
+        """Where a hung run's processes wait (states, CPU, Python stacks with py-spy), on the head
+        and on each worker node (`nodes`: label, transport): evidence.py."""
         from .evidence import hang_evidence
 
-        return await hang_evidence(self.t, handle.pgid, handle.run_id)
+        return await hang_evidence(self.t, handle.pgid, handle.run_id, nodes)
 
     async def postmortem(self, handle: RunHandle) -> str: ...
     async def cpu_activity(self, handle: RunHandle, interval: float = 1.0) -> dict: ...
@@ -333,11 +334,12 @@ class Launcher:
         await procs.sweep(self.t, handle.pgid, handle.run_id, report, after=ended)
         return report
 
-    async def evidence(self, handle: RunHandle) -> str:
-        """Where a hung run's processes wait (states, CPU, Python stacks with py-spy): evidence.py."""
+    async def evidence(self, handle: RunHandle, nodes=()) -> str:
+        """Where a hung run's processes wait (states, CPU, Python stacks with py-spy), on the head
+        and on each worker node (`nodes`: label, transport): evidence.py."""
         from .evidence import hang_evidence
 
-        return await hang_evidence(self.t, handle.pgid, handle.run_id)
+        return await hang_evidence(self.t, handle.pgid, handle.run_id, nodes)
 
     async def postmortem(self, handle: RunHandle) -> str:
         """What the engine itself knows of a failed run, as remote/postmortem.py sections: nothing

@@ -210,7 +210,8 @@ def _name(path: str) -> str:
 async def _evidence(ses, handle: RunHandle) -> str:
     """Where the hung run waits, gathered before it is stopped (a stopped run tells nothing)."""
     ses.activity("the run hangs: collecting where its processes wait")
-    return await ses.launcher.evidence(handle)
+    nodes = [(n.label, n.t) for n in getattr(ses, "nodes", []) if not n.lost]
+    return await ses.launcher.evidence(handle, nodes)
 
 
 def _hung(an: Analyzer, now: float, stall: float) -> dict:
