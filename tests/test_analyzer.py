@@ -664,6 +664,25 @@ def test_nemo_rl_results_are_checked_over_the_whole_run():
     assert v["root_cause"]["text"].strip() == "• Loss: nan"
 
 
+def test_every_completion_cut_at_the_length_limit_is_a_wrong_result_of_the_generation():
+    """TRL's `completions/clipped_ratio` (and verl's `response_length/clip_ratio`) at 1: no completion
+    of the step ended on its own. The zero reward on the same line follows from it: the root is the
+    generation, a length limit — not the reward function. Some completions cut is a healthy run's."""
+    pb = load_playbook(None)
+    cut = ("{'loss': 0.0, 'grad_norm': 0.0, 'learning_rate': 1e-06, 'completions/mean_length': 256.0, "
+           "'completions/clipped_ratio': 1.0, 'reward': 0.0, 'reward_std': 0.0, 'epoch': 0.01}\n")
+    v, _ = run(pb, ENGINE + cut)
+    rc = v["root_cause"]
+    assert (v["outcome"], v["failed_stage"], rc["signature"], rc["category"]) == \
+        ("wrong_result", 2, "completions_all_clipped", "length_limit"), rc
+    assert rc["detail"] == "clip_ratio=1 (above)", rc
+    some = cut.replace("'completions/clipped_ratio': 1.0", "'completions/clipped_ratio': 0.375")
+    assert run(pb, ENGINE + some)[0]["root_cause"]["signature"] != "completions_all_clipped"
+    verl = ("step:3 - actor/pg_loss:0.012 - critic/score/mean:0.000 - response_length/mean:1024.000 - "
+            "response_length/clip_ratio:1.000 - perf/throughput:812.5\n")
+    assert run(pb, ENGINE + verl)[0]["root_cause"]["signature"] == "completions_all_clipped"
+
+
 def test_a_mean_reward_of_exactly_zero_is_a_wrong_result_at_the_reward():
     """The frameworks that log only the mean reward (NeMo-RL's `Avg Reward`, TRL's `reward`): a
     step whose mean is exactly zero earned nothing on any sample — nothing to learn from. A mean
