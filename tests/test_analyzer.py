@@ -1238,6 +1238,7 @@ def test_a_reward_function_that_cannot_take_its_keyword_arguments_does_not_fit_t
     ("ValueError: Unable to create tensor, you should probably activate truncation and/or padding with "
      "'padding=True' 'truncation=True' to have batched tensors with the same length.", "data_format"),
     ("RuntimeError: torch.cat(): expected a non-empty list of Tensors", "data_format"),
+    ("ValueError: too many dimensions 'str'", "data_format"),  # torch.tensor over a batch's text values
     ("datasets.exceptions.DatasetNotFoundError: Dataset 'org/gsm9k' doesn't exist on the Hub or cannot be accessed.",
      "config_mismatch"),
     ("openai.NotFoundError: Error code: 404 - {'object': 'error', 'message': 'The model `policy` does not exist.'}",
@@ -1254,6 +1255,16 @@ def test_messages_their_printers_define_belong_to_their_family(message, category
     log = f'Traceback (most recent call last):\n  File "/srv/run/train.py", line 3, in main\n    run()\n{message}\n'
     v, _ = run(load_playbook(None), log)
     assert v["root_cause"]["category"] == category, v["root_cause"]
+
+
+def test_a_library_the_linker_cannot_find_is_the_root_not_gcc_s_exit_status():
+    """A JIT compile at run time (Triton's driver helper) links with -lcuda and the linker finds only
+    libcuda.so.1: GNU ld's `cannot find -l…` is the cause, gcc's collect2 line after it a consequence."""
+    log = (ENGINE + "(WorkerDict pid=7) /usr/bin/ld: cannot find -lcuda\n"
+           "(WorkerDict pid=7) collect2: error: ld returned 1 exit status\n")
+    rc = run(load_playbook(None), log)[0]["root_cause"]
+    assert (rc["signature"], rc["category"], rc["text"]) == \
+        ("linker_missing_library", "version_incompat", "/usr/bin/ld: cannot find -lcuda"), rc
 
 
 def test_an_index_past_the_end_of_a_table_is_a_size_the_model_was_not_built_for():
