@@ -295,6 +295,20 @@ def test_streaming_weights_to_the_generation_engine_is_the_weight_sync(pb):
     assert v["root_cause"]["category"] != "timeout", v["root_cause"]
 
 
+@pytest.mark.parametrize("func", ["_fuse_lora", "fuse_lora_weight", "merge_adapter"])
+def test_folding_lora_adapters_into_the_weights_for_a_generation_is_the_weight_sync(pb, func):
+    """A LoRA policy's adapters are folded into its weights before it generates (DeepSpeed's hybrid
+    engine) or before the weights go to the engine (TRL, ms-swift): a shape that does not fit there
+    is the weight sync's, not a batch's in the log-prob pass the shape family would otherwise say."""
+    lines = ["Traceback (most recent call last):",
+             '  File "/srv/tinyrl/trainer.py", line 97, in step',
+             "    seq = self.actor.produce(prompts)",
+             f'  File "/srv/tinyrl/lora.py", line 60, in {func}',
+             "    weight.data += scaling * torch.matmul(left.t(), right.t())",
+             "RuntimeError: The size of tensor a (3072) must match the size of tensor b (4096) at non-singleton dimension 0"]
+    assert verdict_of(pb, lines)["failed_stage"] == 2, func
+
+
 def test_an_error_said_alone_then_with_its_traceback_is_placed_by_the_traceback(pb):
     """One rank's error printed bare (a logger's line, the exception's own line first), then the
     same error with its traceback from another rank: one error, raised where the frames say."""
