@@ -1267,6 +1267,18 @@ def test_a_library_the_linker_cannot_find_is_the_root_not_gcc_s_exit_status():
         ("linker_missing_library", "version_incompat", "/usr/bin/ld: cannot find -lcuda"), rc
 
 
+def test_an_api_status_error_logged_by_whoever_caught_it_is_an_error_of_its_family():
+    """The openai client's `Error code: 404 - {body}` is an error wherever a wrapper or an agent logs
+    it, with no exception type of its own on the line: the first time it is said is the root, and
+    its body names the family (a model the server does not serve: the configuration)."""
+    body = "{'object': 'error', 'message': 'The model `/models/Qwen2.5-3B` does not exist.', 'code': 404}"
+    log = (ENGINE + f"AgentOps: [OPENAI WRAPPER] Error in chat_completion_stream_wrapper: Error code: 404 - {body}\n"
+           "step 0: dispatching 8 tasks\n"
+           f"2025-08-19 14:53:08,996 [ERROR] (Process-1 __main__) Error during agent invocation: Error code: 404 - {body}\n")
+    rc = run(load_playbook(None), log)[0]["root_cause"]
+    assert (rc["line_no"], rc["category"]) == (2, "config_mismatch"), rc
+
+
 def test_an_index_past_the_end_of_a_table_is_a_size_the_model_was_not_built_for():
     """An embedding looked up with a token id beyond its rows: on CUDA the index kernel's assertion,
     then the device-side assert it triggers (its consequence); on CPU aten's own IndexError."""
