@@ -300,9 +300,9 @@ def test_a_hang_comes_with_where_each_process_waits(tmp_path, monkeypatch):
     assert processes_of(work) == []
 
 
-PEERS = textwrap.dedent("""\
-    echo "minichain driver pid=$$: config run.sh, seed 0"
-    cat > rank.py <<'PY'
+# A rank of a run that hangs: rank 1 still scoring, every other rank in the update's all-reduce that
+# needs it (tests/test_nodes.py runs rank 1 on a worker node).
+RANK_PY = textwrap.dedent("""\
     import os, threading, time
     def say(what):
         print(f"[rank{os.environ['RANK']}]: {what}", flush=True)
@@ -317,10 +317,9 @@ PEERS = textwrap.dedent("""\
             time.sleep(0.05)
     say("step 3 started")
     compute_score() if os.environ["RANK"] == "1" else update_actor()
-    PY
-    for r in 0 1 2; do RANK=$r "$PYTHON" rank.py & done
-    wait
     """)
+PEERS = (f"echo \"minichain driver pid=$$: config run.sh, seed 0\"\ncat > rank.py <<'PY'\n{RANK_PY}PY\n"
+         "for r in 0 1 2; do RANK=$r \"$PYTHON\" rank.py & done\nwait\n")
 
 
 def test_a_hang_names_the_rank_its_peers_wait_for(tmp_path, monkeypatch):

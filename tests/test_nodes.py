@@ -22,6 +22,7 @@ from harness.session.journal import Journal
 from harness.session.runner import run_spec
 from harness.spec import dump_spec, load_spec
 from sshd import SshLab
+from test_loop import RANK_PY
 from test_minichain import processes_of
 from names import unique
 
@@ -130,22 +131,7 @@ def test_a_node_lost_mid_run_is_an_infrastructure_failure_that_names_it(lab, tmp
     assert not processes_of(head), "the head's run was stopped"
 
 
-RANKS = r"""#!/bin/bash
-cat > rank.py <<'PY'
-import os, threading, time
-def say(what):
-    print(f"[rank{os.environ['RANK']}]: {what}", flush=True)
-def all_reduce():
-    threading.Event().wait()
-def update_actor():
-    say("entering the all-reduce")
-    all_reduce()
-def compute_score():
-    say("scoring batch 4")
-    while True:
-        time.sleep(0.05)
-compute_score() if os.environ["RANK"] == "1" else update_actor()
-PY
+RANKS = "#!/bin/bash\ncat > rank.py <<'PY'\n" + RANK_PY + r"""PY
 cp rank.py "$W1/rank.py"
 # rank 1 runs on the worker node, started there the way srun or a Ray job starts a worker: with the
 # run's environment (its marker among it), outside the head's process group
