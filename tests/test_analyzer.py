@@ -904,6 +904,10 @@ def test_a_run_silent_after_a_warning_hangs_at_the_warning_not_in_a_collective()
     v, _ = run(union, ENGINE + "(WorkerDict pid=3) ERROR: reward worker failed: bad response\n" + warn,
                ts=1000.0, now=1000.0 + 7200)
     assert "reward worker failed" in v["root_cause"]["text"], v["root_cause"]
+    # the step's bar, then the warning glued after its last count (both on stderr, the bar with no
+    # newline): the bar says where the run stopped, the warning is still its last word
+    v, _ = run(union, "  0%|          | 1/2615 [01:23<60:49:43, 83.77s/it]" + warn, ts=1000.0, now=1000.0 + 7200)
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["category"]) == ("hang", 6, "other"), v["root_cause"]
     logged = ("[WARNING:tinyrl.grpo] Rollout logprobs count (3) does not match completion tokens count (5). "
               "Skipping importance sampling for this batch.\n")  # the rollout's log-probs: the training data's
     v, _ = run(union, logged, ts=1000.0, now=1000.0 + 7200)

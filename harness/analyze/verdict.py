@@ -169,14 +169,18 @@ ERRORISH = re.compile(r"\b(?:\w*(?:Error|Exception)|ERROR|[Ee]rror|[Ff]ailed|FAI
 
 def _last_said(an) -> tuple[list[str], str, list[str], bool]:
     """A run's last lines (`_peeled`), the one that says most of them, the error families they
-    belong to (nearest the end first), and whether that line is a warning: a logger's record at
-    its warning level, or a Python warning when they are all such (the warning, not its source
-    line, is then the one that says most)."""
+    belong to (nearest the end first), and whether its last words are a warning: that line a
+    logger's record at its warning level, or a Python warning last (the warning, not its source
+    line, is the one that says most when they are all such)."""
     lines = _peeled(an)
     tail = [ln.text for ln in lines[-3:]]
     # a warning says what went on, not where it stopped
-    said = _backtrace_said([ln.text for ln in _not_warned(lines)])
+    kept = _not_warned(lines)
+    said = _backtrace_said([ln.text for ln in kept])
     warned = not said and [ln.text for ln in lines if PY_WARNING.match(ln.text)][-1:]
+    # a bar's last count, then a warning its process printed as it went on (TRL's KL warning after a
+    # step's bar: tests/corpus/realworld35/3505): the warning is the run's last word
+    ends_warned = bool(lines) and (not kept or kept[-1] is not lines[-1])
     said = said or warned or tail
     # A server's access-log line of a request it answered (uvicorn's `"GET /v1/models HTTP/1.1" 200 OK`,
     # as vLLM's and SGLang's OpenAI servers print it) says the server is fine: the waiting is in what
@@ -191,7 +195,7 @@ def _last_said(an) -> tuple[list[str], str, list[str], bool]:
             break
         last = t
     cats = [c for c in (family(an.pb, "", t)[0] for t in reversed(said[-3:])) if c != "other"]
-    return tail, last, cats, bool(warned) or LOGGED_WARNING.search(last) is not None
+    return tail, last, cats, bool(warned) or ends_warned or LOGGED_WARNING.search(last) is not None
 
 
 # Python's warnings print `path:N: CategoryWarning: message` (warnings.formatwarning), a message of
