@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.remote.launch import LaunchFailed
+from harness.remote.launch import Launcher, LaunchFailed
 from harness.remote.scheduled import RayJobLauncher, SlurmLauncher, launcher_for
 from harness.remote.transport import HostSpec, connect
 from harness.spec import Launch, RayJob, SlurmJob
@@ -139,6 +139,55 @@ calls = [r.compute_score.remote() if i == 1 else r.update_actor.remote() for i, 
 print("training", flush=True)
 ray.get(calls)
 """
+
+
+ATTACHED = """\
+import sys, threading, ray
+ray.init(address=sys.argv[1])
+Waiter = type(sys.argv[2], (), {"wait": lambda self: threading.Event().wait()})
+ref = ray.remote(Waiter).remote().wait.remote()
+print("training", flush=True)
+ray.get(ref)
+"""
+
+
+def test_a_run_on_a_ray_cluster_up_before_it_marks_the_workers_ray_starts_for_it(ray_head, tmp_path):
+    """A detached run (the process launcher) whose driver joins a Ray cluster that was up before it,
+    as `ray start` on each node leaves one: its actor's worker is the cluster's child, not the run's,
+    and inherits nothing of the run's environment — but the runtime env Ray takes from
+    RAY_JOB_CONFIG_JSON_ENV_VAR at ray.init carries the run's marker to it. The hang's evidence lists
+    it (on every node the same way), and stopping the run stops it."""
+    (tmp_path / "attached.py").write_text(ATTACHED)
+    title = f"ray::Waiter{os.getpid()}"
+
+    async def body(t):
+        lau = Launcher(t)
+        h = await lau.launch(f"{PY} attached.py 127.0.0.1:{ray_head.port} Waiter{os.getpid()}", workdir=str(tmp_path))
+        await printed(h, limit=90)
+        for _ in range(60):  # until the actor runs its method (Ray retitles its process then)
+            evidence = await lau.evidence(h)
+            if f"— {title}.wait" in evidence.split("\n\n")[0]:
+                break
+            await asyncio.sleep(0.5)
+        stopped = await lau.stop(h, grace=2)
+        return evidence, stopped
+    evidence, stopped = local(body)
+    assert f"— {title}.wait" in evidence.split("\n\n")[0], evidence[:3000]
+    assert stopped.ok, stopped
+    left = []
+    for _ in range(50):  # the worker goes with the run (bounded: the kernel may take a moment)
+        left = [c for c in Path("/proc").glob("[0-9]*/cmdline") if _reads(c).startswith(title)]
+        if not left:
+            break
+        time.sleep(0.1)
+    assert not left, left
+
+
+def _reads(path: Path) -> str:
+    try:
+        return path.read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def test_a_ray_job_s_hang_evidence_names_the_actor_its_peers_wait_for(ray_head, tmp_path, monkeypatch):

@@ -102,8 +102,9 @@ async def sample(t: Transport, pgid: int | None, run_id: str) -> tuple[str, str]
 
 
 # A worker node's processes are found by the run's marker alone (no process group spans hosts).
-UNMARKED = ("no process of the run there: only those carrying its marker ({marker}) are found on a worker node, and "
-            "workers of a Ray cluster started before the run do not (via: ray-job and via: slurm pass it to every worker)")
+UNMARKED = ("no process of the run there: only those carrying its marker ({marker}) are found on a worker node — a "
+            "Ray job's workers and srun's tasks carry it; a process started there some other way (ssh, pdsh) must be "
+            "given it")
 
 
 async def hang_evidence(t: Transport, pgid: int | None, run_id: str, nodes=()) -> str:

@@ -24,6 +24,7 @@ its process group (setsid, daemonising Ray workers) are still found, measured an
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import shlex
@@ -228,11 +229,21 @@ def _handle(run_id: str, s: dict[str, str]) -> RunHandle | None:
                      _num(s.get("started"), float), s.get("log_name") or "run.log")
 
 
+# A Ray driver takes its job's runtime env from this variable when it calls ray.init, as a Ray Jobs
+# entrypoint is given one (ray/_private/worker.py init: the variable's runtime env merged with
+# ray.init's own, env vars key by key): set, the run's marker reaches every worker of the job its
+# driver starts, on every node — workers a cluster started before the run (`ray start` on each node)
+# inherit nothing of the run's own environment. Left alone when the spec sets or unsets it.
+RAY_JOB_CONFIG = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+
+
 def _env_args(run_id: str, env: dict[str, str], unset: Sequence[str]) -> str:
     for name in [*env, *unset]:
         if not ENV_NAME.match(name):
             raise BadInput(f"{name!r} is not an environment variable name")
     args = [f"-u {n}" for n in unset] + [f"{MARKER}={run_id}"]
+    if RAY_JOB_CONFIG not in env and RAY_JOB_CONFIG not in unset:
+        args.append(f"{RAY_JOB_CONFIG}=" + shlex.quote(json.dumps({"runtime_env": {"env_vars": {MARKER: run_id}}})))
     return " ".join(args + [f"{k}={shlex.quote(v)}" for k, v in env.items()])
 
 
