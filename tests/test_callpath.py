@@ -1438,3 +1438,71 @@ def test_a_compiled_graph_s_error_is_where_its_user_code_frames_say(pb):
     # with no user code after it, the message stops running on: later lines are read afresh
     later = log[:4] + [f"step {i}: waiting" for i in range(45)] + ["RuntimeError: the second failure"]
     assert "second failure" in " ".join(f["text"] for f in verdict_of(pb, later)["findings"])
+
+
+def test_an_async_twin_of_a_set_up_call_is_set_up(pb):
+    """`async_` names a coroutine's (or a remote call's) twin of the same work: `async_init_…` sets
+    up what the rest of its name says, `async_sync_weights` syncs them."""
+    def log(call):
+        return ["Traceback (most recent call last):",
+                '  File "/srv/tinyrl/driver.py", line 37, in train',
+                f"    ray.get(self.policy_group.{call}(self.gen_group))",
+                *RAY_GET,
+                "RuntimeError: lease lost"]
+    assert stage_of(pb, log("async_init_weight_sync"))[0] == 1
+    assert stage_of(pb, log("async_sync_weights"))[0] == 2
+
+
+def test_waiting_for_ray_actors_to_be_ready_is_their_start_up():
+    """Ray's `__ray_ready__` returns once an actor's constructor ran: a driver that fails waiting on
+    it fails while its actors start, whatever they go on to do."""
+    log = ["ERROR 10-05 14:02:14 [launch.py:124] Planner or Learner failed:",
+           "ERROR 10-05 14:02:14 [launch.py:124] Traceback (most recent call last):",
+           'ERROR 10-05 14:02:14 [launch.py:124]   File "/srv/tinyrl/launch.py", line 78, in run_both',
+           "ERROR 10-05 14:02:14 [launch.py:124]     ray.get([planner.__ray_ready__.remote(), learner.__ray_ready__.remote()])",
+           *[f"ERROR 10-05 14:02:14 [launch.py:124] {ln}" for ln in RAY_GET]]
+    v = verdict_of(load_playbook(None), log)
+    assert (v["outcome"], v["failed_stage"], v["stage_basis"]) == ("crash", 1, "placed"), v["root_cause"]
+
+
+def test_where_a_traceback_was_cut_short_is_no_part_of_its_message(pb):
+    """A logged error whose traceback stops inside Ray's `get` (`values, … = worker.get_objects(…)`):
+    the frame's statement is no word of the error's message — nothing here names a stage's work,
+    the lifecycle's start-up stands (not the `values` of training data)."""
+    log = ["ERROR 10-05 14:02:14 [launch.py:124] Job failed:",
+           "ERROR 10-05 14:02:14 [launch.py:124] Traceback (most recent call last):",
+           'ERROR 10-05 14:02:14 [launch.py:124]   File "/srv/tinyrl/launch.py", line 78, in run_all',
+           "ERROR 10-05 14:02:14 [launch.py:124]     ray.get(handles)",
+           *[f"ERROR 10-05 14:02:14 [launch.py:124] {ln}" for ln in RAY_GET]]
+    v = verdict_of(pb, log)
+    assert "cut short" in v["root_cause"]["text"] and v["failed_stage"] == 1, (v["failed_stage"], v["root_cause"])
+
+
+def test_a_failure_at_start_up_is_where_its_wrapper_says_not_its_process_name():
+    """An engine core's process is named for generation; its own error has no frames, and the
+    client's report after it says the engine was starting (vLLM's `Engine core initialization
+    failed. See root cause above`): start-up. Without that report, the process's name places it."""
+    own = ["(EngineCore_DP0 pid=1279) ERROR 03-18 23:23:32 [core.py:1006] AssertionError: the knob is reserved"]
+    union = load_playbook(None)
+    assert stage_of(union, own + ["RuntimeError: Engine core initialization failed. See root cause above. "
+                                  "Failed core proc(s): {}"])[0] == 1
+    assert stage_of(union, own)[0] == 2
+
+
+def test_an_operation_that_failed_during_another_is_an_error(pb):
+    """`X failed during Y` (or `while`) says an operation failed, as `Error during …` does: a log whose
+    last word it is crashed; a count of failures is no such statement."""
+    v = verdict_of(pb, ["INFO step 0 started", "Pushing the weights to the generation engine failed during the swap"])
+    assert (v["outcome"], v["failed_stage"]) == ("crash", 2), v["root_cause"]
+    assert verdict_of(pb, ["INFO step 0 started", "requests: 12 ok, 0 failed during warm-up"])["outcome"] != "crash"
+
+
+def test_the_attribute_an_object_lacks_is_the_work_it_was_used_for_when_no_frame_says(pb):
+    """An AttributeError alone names the attribute the failing statement used (`compute_score` of a
+    group: the reward's); a frame of the statement says more (a setting read at set-up)."""
+    assert stage_of(pb, ["AttributeError: 'tuple' object has no attribute 'compute_score'"])[0] == 5
+    framed = ["Traceback (most recent call last):",
+              '  File "/srv/tinyrl/setup.py", line 3, in build_workers',
+              "    path = cfg.reward_model.path",
+              "AttributeError: 'Config' object has no attribute 'reward_model'"]
+    assert stage_of(pb, framed)[0] == 1

@@ -205,6 +205,8 @@ def _entry_stage(pb: Playbook, entry: str) -> tuple[int, int] | None:
     loop = setup = None
     for i, n in enumerate(_names(pb, entry)):
         words = name_words(n)
+        if words[:1] == ("async",) and len(words) > 1:  # `async_init_weight_update_connections`: its
+            words = words[1:]  # coroutine's (or remote) twin, named for the same work (slime, asyncio's `async_`)
         if i == 0 and (n == "<module>" or (words and words[0] in SETUP_VERBS)):
             if len(words) > 1 or n == "<module>":
                 return STAGE_NO["engine_start"], SETUP

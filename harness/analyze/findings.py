@@ -80,7 +80,8 @@ def finding_from_line(line: Line, sigs: list[Signature], pb: Playbook, context: 
     sig = _best(sigs)
     f = _make(pb, line.no, line.text, sigs, sig, "", {line.proc}, line.repeat)
     if f.stage is None:
-        _place(f, pb, [failed_call(line.text)], [line.actor] if line.actor else [], "", line.text)
+        _place(f, pb, [failed_call(line.text) + used_attribute(line.text)], [line.actor] if line.actor else [], "",
+               line.text)
     elif f.stage == START:
         _work_over_setup(f, pb, [failed_call(line.text)])
     _value_of_wrong_type(f, sig)
@@ -196,7 +197,8 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
             if after and not any(s.exc_text for s in after) and after[-1].frames:  # and stop before their exception
                 f.text = f"{f.text} (its traceback cut short after {_said(after[-1], pb)})"
         _place_in(f, pb, blk, seg, exc, line.text,
-                  named + callee(seg.exc_text if seg else line.text) + failed_call(line.text))
+                  named + callee(seg.exc_text if seg else line.text) + failed_call(line.text)
+                  + ([] if seg is not None and seg.frames else used_attribute(line.text)))
     elif f.stage == START:
         _work_over_setup(f, pb, [(with_calls(pb, seg.frames, seg.code) if seg else []) + failed_call(line.text),
                                  blk.methods])
@@ -261,6 +263,10 @@ def scored_category(f: Finding, stage: int | None) -> str:
 
 
 CUT_SHORT = "cut|"  # the key prefix of a traceback's finding whose exception the log does not show
+# what a finding's text adds about where its traceback stopped (`… (its traceback cut short after
+# File "…/ray/_private/worker.py", line 2882, in get: values, … = worker.get_objects(…))`): the
+# frames' names, not the message's words
+CUT_NOTE = re.compile(r" \((?:its traceback )?cut short after .*\)$")
 
 # Python's logging prints a record's message and then its exception's traceback (Logger.exception
 # and exc_info=True: logging.Formatter.format appends formatException to the message), as
@@ -387,6 +393,20 @@ FAILED_CALL = re.compile(r"\b(?:[Mm]ethod|[Ff]unction|call to) ['`\"]?([A-Za-z_]
 def failed_call(text: str) -> list[str]:
     """The name of the call `text` says failed or timed out (`FAILED_CALL`), as a Ray method is named."""
     m = FAILED_CALL.search(text)
+    return [f"{m[1]}()"] if m else []
+
+
+# The attribute an AttributeError says an object lacks (CPython Objects/object.c
+# PyObject_GenericGetAttr: `'%.100s' object has no attribute '%U'`, a module's `module 'x' has no
+# attribute 'y'`): what the failing statement was using, its innermost operation when the log shows
+# no frame of it (slime's dynamic-sampling filter calling `get_reward_value` on a group:
+# tests/corpus/realworld36/3623) — below any frame, which says more (a setting read at set-up).
+MISSING_ATTRIBUTE = re.compile(r"\bhas no attribute '([A-Za-z_]\w*)'")
+
+
+def used_attribute(text: str) -> list[str]:
+    """The attribute `text` says an object lacks, as a Ray method is named."""
+    m = MISSING_ATTRIBUTE.search(text)
     return [f"{m[1]}()"] if m else []
 
 

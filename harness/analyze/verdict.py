@@ -10,7 +10,7 @@ from ..chain import STAGE_NO, STAGES, stage_statuses
 from ..redact import redact
 from .blocks import LOOSE_EXC
 from .callpath import named_stage, path_stage, requested_stage
-from .findings import CUT_SHORT, ROLE_ORDER, Finding, family, scored_category
+from .findings import CUT_NOTE, CUT_SHORT, ROLE_ORDER, Finding, family, scored_category
 from .lines import canonical, make_line
 from .metrics import measures, reports
 from .stacks import collective, waiting_frame
@@ -379,6 +379,7 @@ def message_stage(pb, root: Finding, top: int) -> int | None:
         sig = signature_of(pb, root)
         head = root.signature is None or (sig is not None and sig.category is None)  # no family's
         message = LOOSE_EXC.sub("", root.text)  # an exception's own head (`ValueError: `) names no work
+    message = CUT_NOTE.sub("", message)  # where its traceback stopped is a frame's, not the message's, say
     if (requested := failed_request(pb, [root.text, *root.lines[1:4]])) is not None:  # whatever family it is
         return requested
     if (root.signature and root.exception) or not head:
@@ -416,6 +417,17 @@ def consequence_stage(findings: list[Finding], root: Finding) -> int | None:
     well and moved no labelled case."""
     return next((f.stage for f in findings if f.line_no > root.line_no and f.role == "downstream"
                  and f.stage is not None), None)
+
+
+def reported_stage(findings: list[Finding], root: Finding) -> int | None:
+    """The stage the first wrapper of a failure after `root` places it in by its own signature: the
+    caller's report of the failure says in which phase the process that raised it was — vLLM's
+    client, `Engine core initialization failed. See root cause above` (v1/engine/utils.py
+    wait_for_engine_startup) or `EngineCore failed to start.` (v1/engine/core.py
+    run_engine_core), after the engine core's own error (tests/corpus/realworld36/3601: an
+    assertion in the EngineCore_DP0 process, whose name says generation)."""
+    return next((f.stage for f in findings if f.line_no > root.line_no and f.role in ("wrapper", "downstream")
+                 and f.signature is not None), None)
 
 
 CONTEXT_BACK = 5  # the lines before an error read for the work they name
@@ -547,6 +559,8 @@ def build_verdict(an, now: float | None) -> dict:
     if root is not None:
         outcome = root.outcome
         stage = root.stage
+        if root.by_context and (reported := reported_stage(findings, root)) is not None:
+            stage = reported  # a process's name says what it does once started, not whether it had
         basis = "placed" if stage is not None else None
         # what the error's own message names is the operation it stopped, whatever phase a bar or a
         # marker says had begun (`Error executing tool lookup: Timed out …` while a generation bar counts)
