@@ -1335,6 +1335,12 @@ def test_a_line_printed_after_a_progress_bar_on_its_line_is_read_as_a_line_of_it
     shown = bar.lstrip("\r")
     two = unglued(make_line(1, f"(WorkerDict pid=7) {shown}ValueError: bad prompt", p.prefixes), p.prefixes)
     assert [(ln.text, ln.proc) for ln in two] == [(shown, ":7"), ("ValueError: bad prompt", "")]
+    # a bar of no known total (`12it [00:03, 3.50it/s]`, its description before it or none), the same
+    for open_bar in ("12it [00:03,  3.50it/s]", "rollout: 5it [11:15, 133.92s/it]"):
+        v, _ = run(p, ENGINE + f"{open_bar}{cases[0][0]}\n")
+        assert (v["root_cause"]["category"], v["root_cause"]["text"]) == ("oom", cases[0][0]), v["root_cause"]
+    assert [ln.text for ln in unglued(make_line(1, "5it [11:15, 133.92s/it]", p.prefixes), p.prefixes)] == \
+        ["5it [11:15, 133.92s/it]"]
 
 
 def test_a_traceback_pasted_onto_one_line_is_read_as_its_lines():

@@ -136,6 +136,10 @@ def make_line(no: int, raw: str, prefixes: list[re.Pattern], framing=None) -> Li
 # {total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]`). The shell's `Killed`, a watchdog's
 # line, a logger's record, a trainer's metrics: each is a line of its own, read as one.
 GLUED = re.compile(r"\| *[\d.]+[kMGT]?/[\d.?]+[kMGT]? \[[^\]]*\](?=\S)")
+# a bar of no known total: its count and unit, then elapsed time and rate (format_meter's `{l_bar}{n_fmt}
+# {unit} [{elapsed}, {rate_fmt}{postfix}]`: TRL's PPO loop over a dataloader of no length,
+# `5it [11:15, 133.92s/it]` then its UserWarning, tests/corpus/realworld37/3741)
+GLUED_OPEN = re.compile(r"(?:^|: )[\d.]+[kMGT]?[a-zA-Z]* \[\d[\d:]*, [^\]]*(?:/s|/it|s/\w+)\](?=\S)")
 
 
 # A traceback pasted onto one line (an issue's text that lost its line breaks, a collector that
@@ -170,7 +174,11 @@ def unglued(line: Line, prefixes: list[re.Pattern]) -> list[Line]:
     shell's `Killed`), no process when it names none; a traceback pasted onto one line, its lines."""
     if 'File "' in line.text and (texts := flattened(line.text)) is not None:
         return [replace(line, text=t) for t in texts]
-    if "%|" not in line.text or not (m := GLUED.search(line.text)):  # a bar with a total shows its percentage
+    if "%|" in line.text:  # a bar with a total shows its percentage
+        m = GLUED.search(line.text)
+    else:
+        m = GLUED_OPEN.search(line.text) if "it]" in line.text or "/s]" in line.text else None
+    if m is None:
         return [line]
     bar, rest = line.text[: m.end()], line.text[m.end():]
     if _REPEAT.fullmatch(rest) or not rest.strip():
