@@ -1506,3 +1506,15 @@ def test_the_attribute_an_object_lacks_is_the_work_it_was_used_for_when_no_frame
               "    path = cfg.reward_model.path",
               "AttributeError: 'Config' object has no attribute 'reward_model'"]
     assert stage_of(pb, framed)[0] == 1
+
+
+def test_a_step_numbered_past_the_first_two_says_start_up_was_over(pb):
+    """A training step counted past the first two (`Step 3 produced …`, `iteration 12`) ran on engines
+    that had started: an error nothing places after it is the next step's, its rollout — not
+    start-up, which the lifecycle assumes when no stage passed. Step 0 or 1 (either end of a
+    counter) and a setting that counts steps (`max_steps: 50`, `save_steps=3`) say nothing."""
+    err = "RuntimeError: lease lost"
+    assert stage_of(pb, ["INFO Step 3 produced 0 training samples", err])[0] == 2
+    assert stage_of(pb, ["iteration       12/    500 | consumed samples: 96", err])[0] == 2
+    for said in ("INFO step 1 begins", "max_steps: 50, save_steps=3, warmup_steps 4"):
+        assert stage_of(pb, [said, err])[0] == 1, said
