@@ -1518,3 +1518,9 @@ def test_a_step_numbered_past_the_first_two_says_start_up_was_over(pb):
     assert stage_of(pb, ["iteration       12/    500 | consumed samples: 96", err])[0] == 2
     for said in ("INFO step 1 begins", "max_steps: 50, save_steps=3, warmup_steps 4"):
         assert stage_of(pb, [said, err])[0] == 1, said
+
+
+def test_a_ppo_trainer_s_batched_forward_pass_computes_the_training_data(pb):
+    """TRL's PPOTrainer (and the trainers that subclass it) computes a batch's old and reference
+    log-probs and its values in `batched_forward_pass`: a call of it that fails is the training data's."""
+    assert stage_of(pb, ["TinyPPOTrainer.batched_forward_pass() got an unexpected keyword argument 'masks'"])[0] == 6
