@@ -1524,3 +1524,17 @@ def test_a_ppo_trainer_s_batched_forward_pass_computes_the_training_data(pb):
     """TRL's PPOTrainer (and the trainers that subclass it) computes a batch's old and reference
     log-probs and its values in `batched_forward_pass`: a call of it that fails is the training data's."""
     assert stage_of(pb, ["TinyPPOTrainer.batched_forward_pass() got an unexpected keyword argument 'masks'"])[0] == 6
+
+
+def test_torchrun_stopped_by_a_signal_ends_the_run_as_a_crash(pb):
+    """torchrun's agent that is sent a signal says so and stops its workers: the run ended there,
+    a crash whose cause lies with whoever sent it (its root the agent's line until another error says more)."""
+    log = ["[default0]:12:13:46    INFO Waiting for training batch to arrive",
+           "W1130 12:13:49.388000 124326 torch/distributed/elastic/agent/server/api.py:723] Received 15 death signal, "
+           "shutting down workers",
+           "W1130 12:13:49.389000 124326 torch/distributed/elastic/multiprocessing/api.py:900] Sending process 124533 "
+           "closing signal SIGTERM"]
+    v = verdict_of(pb, log)
+    assert v["outcome"] == "crash" and "death signal" in v["root_cause"]["text"], (v["outcome"], v["root_cause"])
+    v = verdict_of(pb, ["RuntimeError: the orchestrator lost its server"] + log)
+    assert v["root_cause"]["text"].startswith("RuntimeError: the orchestrator"), v["root_cause"]
