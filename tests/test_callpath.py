@@ -604,6 +604,8 @@ def test_a_run_whose_last_words_retry_a_failed_request_hangs(pb):
                '  File "/srv/tinyrl/rollout.py", line 88, in post', "    raise RuntimeError(msg)",
                "RuntimeError: gave up after 60 attempts: 503 Service Unavailable"]
     assert outcome(gave_up) == "crash"
+    # a notice whose count says it was the last try: no retry follows, the request failed for good
+    assert outcome([err, "retrying... (attempt 60/60, url=http://10.0.0.7:30000/generate)"]) == "crash"
 
 
 def test_a_run_silent_while_its_client_retries_waits_on_a_server_it_cannot_reach(pb):

@@ -542,11 +542,14 @@ def silent_past(an, now: float | None, top: int) -> bool:
 # tenacity's `Retrying … in N seconds`, a framework's own `retrying... (attempt 51/60)` (slime's
 # http_utils: tests/corpus/realworld13/1404). The error it retries did not end the run.
 RETRYING = re.compile(r"\b[Rr]etrying\b")
+# …unless its count says that was the last try (slime's `retrying... (attempt 60/60, …)`): no retry follows
+LAST_ATTEMPT = re.compile(r"\b[Aa]ttempt #?(\d+) ?(?:/|of) ?(\d+)\b")
 
 
 def retrying(an) -> bool:
-    """Whether the run's last lines are a client retrying a request."""
-    return any(RETRYING.search(ln.text) for ln in _peeled(an)[-3:])
+    """Whether the run's last lines are a client retrying a request, not for the last time."""
+    return any(RETRYING.search(ln.text) and not any(int(k) >= int(n) for k, n in LAST_ATTEMPT.findall(ln.text))
+               for ln in _peeled(an)[-3:])
 
 
 def build_verdict(an, now: float | None) -> dict:
