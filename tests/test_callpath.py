@@ -1540,3 +1540,14 @@ def test_torchrun_stopped_by_a_signal_ends_the_run_as_a_crash(pb):
     assert v["outcome"] == "crash" and "death signal" in v["root_cause"]["text"], (v["outcome"], v["root_cause"])
     v = verdict_of(pb, ["RuntimeError: the orchestrator lost its server"] + log)
     assert v["root_cause"]["text"].startswith("RuntimeError: the orchestrator"), v["root_cause"]
+
+
+def test_a_gpu_exception_the_driver_s_core_dump_caught_is_a_device_runtime_error(pb):
+    """With CUDA_ENABLE_COREDUMP_ON_EXCEPTION set, the driver reports the GPU exception it dumped
+    (cudadebugger.h's CUDBGException_t by name and value), then the dump's device, SM, warp and stack."""
+    log = ["(TinyEngine pid=12) [08:52:36.868726] coredump: Detected an exception of type "
+           "CUDBG_EXCEPTION_WARP_ILLEGAL_ADDRESS (14)",
+           "(TinyEngine pid=12) [08:52:36.868733] coredump:   - Device: 0",
+           "(TinyEngine pid=12) [08:52:36.877622] coredump: Stack trace (lane masks: active 0xFFFFFFFF, valid 0xFFFFFFFF):"]
+    v = verdict_of(pb, log)
+    assert (v["outcome"], v["root_cause"]["category"], v["root_cause"]["line_no"]) == ("crash", "device_runtime_error", 1), v
