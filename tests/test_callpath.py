@@ -1551,3 +1551,18 @@ def test_a_gpu_exception_the_driver_s_core_dump_caught_is_a_device_runtime_error
            "(TinyEngine pid=12) [08:52:36.877622] coredump: Stack trace (lane masks: active 0xFFFFFFFF, valid 0xFFFFFFFF):"]
     v = verdict_of(pb, log)
     assert (v["outcome"], v["root_cause"]["category"], v["root_cause"]["line_no"]) == ("crash", "device_runtime_error", 1), v
+
+
+def test_a_step_s_summary_between_bars_that_reports_a_loss_is_an_update(pb):
+    """A trainer's one-line step summary, fields between bars (`Step 7 | Time: 2.1s | Loss: 0.31 |
+    Grad. Norm: 0.82 | …`): the update of that step is done and its values are judged — a gradient
+    norm of zero at every step is a wrong result; a rollout's summary (a reward, no loss) is no update."""
+    def step(i, loss, gn):
+        return f"12:00:{i:02d} SUCCESS Step {i} | Time: 2.10s | Loss: {loss} | Entropy: 0.35 | Grad. Norm: {gn} | LR: 3.00e-06"
+    v = verdict_of(pb, [step(i, 0.31, 0.82) for i in range(1, 4)])
+    assert (v["outcome"], v["last_stage_passed"]) == ("pass", 7), v["root_cause"]
+    v = verdict_of(pb, [step(i, "0.0000", "0.0000") for i in range(1, 4)])
+    assert (v["outcome"], v["root_cause"]["signature"]) == ("wrong_result", "grad_norm_zero"), v["root_cause"]
+    v = verdict_of(pb, [f"12:00:0{i} SUCCESS Step {i} | Time: 2.20s | Reward: 0.99 | Seq. Length: 332.0 tokens/sample"
+                        for i in range(1, 4)])
+    assert v["outcome"] != "pass" and v["last_stage_passed"] != 7, v
