@@ -1243,6 +1243,7 @@ def test_a_reward_function_that_cannot_take_its_keyword_arguments_does_not_fit_t
      "'padding=True' 'truncation=True' to have batched tensors with the same length.", "data_format"),
     ("RuntimeError: torch.cat(): expected a non-empty list of Tensors", "data_format"),
     ("ValueError: too many dimensions 'str'", "data_format"),  # torch.tensor over a batch's text values
+    ("ValueError: expected sequence of length 4 at dim 1 (got 3)", "data_format"),  # …over lists of uneven length
     ("datasets.exceptions.DatasetNotFoundError: Dataset 'org/gsm9k' doesn't exist on the Hub or cannot be accessed.",
      "config_mismatch"),
     ("openai.NotFoundError: Error code: 404 - {'object': 'error', 'message': 'The model `policy` does not exist.'}",
