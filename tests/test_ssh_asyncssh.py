@@ -277,3 +277,21 @@ def test_close_releases_everything(ssh_lab):
         with pytest.raises(TransportError):
             await t.run("true")
     asyncio.run(body())
+
+
+def test_a_channel_asked_for_as_the_connection_drops_is_a_dropped_connection(ssh_lab):
+    """sshd restarted while a shell or SFTP is being opened: asyncssh refuses the channel (`SSH connection
+    closed`) before it marks the connection closed. That is the connection gone — weather, retried
+    after a reconnect — not a server that refuses SFTP or has too many sessions."""
+    from harness.errors import ConnectionLost
+
+    async def body(_):
+        for op in (lambda t: t.sftp(), lambda t: t.run("true")):
+            t = await connect(spec(ssh_lab))
+            # the TCP link lost under the connection, as asyncio reports it when sshd restarts: asyncssh
+            # drops its transport at once and finishes closing in a later turn of the loop
+            t.conn.connection_lost(ConnectionResetError("Connection reset by peer"))
+            with pytest.raises(ConnectionLost):
+                await op(t)
+            await t.close()
+    session(spec(ssh_lab), body)

@@ -169,7 +169,7 @@ class ShellPool:
                 try:
                     shell = await Shell.start(self.conn)
                 except (OSError, asyncssh.Error) as e:
-                    if self.conn.is_closed() or isinstance(e, (asyncssh.ConnectionLost, BrokenPipeError)):
+                    if gone(self.conn, e):
                         raise ConnectionLost(f"{self.label}: the connection dropped: {_reason(e)}") from None
                     raise TransportError(f"{self.label}: cannot open a shell channel: {_reason(e)} "
                                          "(check the connection and sshd's MaxSessions)") from None
@@ -198,3 +198,14 @@ class ShellPool:
 
 def _reason(e: BaseException) -> str:
     return " ".join((getattr(e, "reason", "") or str(e) or type(e).__name__).split())
+
+
+def gone(conn: asyncssh.SSHClientConnection, e: BaseException) -> bool:
+    """Whether `e` means the connection is gone, not the server refusing what was asked: closed, lost,
+    reset — or a channel (a shell's, SFTP's) asked for on a connection whose transport already went,
+    before asyncssh marks it closed (`ChannelOpenError(OPEN_CONNECT_FAILED, 'SSH connection closed')`,
+    asyncssh connection.py add_channel and channel.py _cleanup: an sshd restarted at that moment)."""
+    return conn.is_closed() or isinstance(e, (asyncssh.ConnectionLost, asyncssh.DisconnectError, BrokenPipeError,
+                                              ConnectionResetError)) \
+        or (isinstance(e, asyncssh.ChannelOpenError) and e.code == asyncssh.OPEN_CONNECT_FAILED
+            and e.reason == "SSH connection closed")

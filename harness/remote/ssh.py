@@ -28,7 +28,7 @@ import asyncssh
 from .. import aio
 from ..errors import ConnectionLost, TransportError
 from . import hostkeys
-from .shellpool import ShellPool, _reason
+from .shellpool import ShellPool, _reason, gone
 from .transport import CommandResult, FileStat, HostSpec, checked
 
 KEEPALIVE_MISSES = 3  # keepalives unanswered before the connection counts as dead
@@ -256,8 +256,7 @@ class AsyncSSHTransport:
 
     def lost(self, e: BaseException) -> bool:
         """Whether `e` means the connection is gone (rather than the file or the server refusing)."""
-        return self.conn.is_closed() or isinstance(e, (asyncssh.ConnectionLost, asyncssh.DisconnectError,
-                                                       BrokenPipeError, ConnectionResetError))
+        return gone(self.conn, e)
 
     async def _error(self, e: BaseException, op: str, path: str) -> Exception:
         if self.lost(e):
