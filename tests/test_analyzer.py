@@ -1272,6 +1272,33 @@ def test_a_library_the_linker_cannot_find_is_the_root_not_gcc_s_exit_status():
         ("linker_missing_library", "version_incompat", "/usr/bin/ld: cannot find -lcuda"), rc
 
 
+def test_a_cuda_library_its_loader_cannot_load_is_the_root_not_the_worker_s_death():
+    """cuBLAS's and cuDNN's lazy loader print `Invalid handle. Cannot load symbol …` (after `Unable
+    to load any of {…}`) and abort: the library the process found is another version. The Ray
+    worker's death and Hydra's advice around it are consequences."""
+    for said in ("(WorkerDict pid=7) Invalid handle. Cannot load symbol cublasLtGetVersion [repeated 7x across cluster]\n",
+                 "(WorkerDict pid=7) Unable to load any of {libcudnn_ops.so.9.1.0, libcudnn_ops.so.9.1, libcudnn_ops.so.9}\n"
+                 "(WorkerDict pid=7) Invalid handle. Cannot load symbol cudnnCreateTensorDescriptor\n"):
+        log = ("Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n"
+               "(raylet) A worker died or was killed while executing a task by an unexpected system error. Worker "
+               "exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2.\n"
+               + said + "(WorkerDict pid=7) *** SIGABRT received at time=1773825404 on cpu 49 ***\n")
+        rc = run(load_playbook(None), log)[0]["root_cause"]
+        assert (rc["signature"], rc["category"]) == ("cuda_library_load", "version_incompat"), rc
+
+
+def test_a_cuda_call_inside_nccl_failing_for_want_of_a_matching_build_is_a_version_problem():
+    """NCCL's CUDA calls fail with the CUDA runtime's own message: `named symbol not found` (NCCL
+    built for other GPUs, or under another driver) says the build does not match, whoever prints
+    it; another CUDA failure inside NCCL stays a collective's failure."""
+    warn = "(Actor pid=7) e54d:228664:229081 [1] enqueue.cc:42 NCCL WARN Cuda failure '{}'\n"
+    for said, category in (("named symbol not found", "version_incompat"),
+                           ("no kernel image is available for execution on the device", "version_incompat"),
+                           ("invalid argument", "distributed_comm_hang")):
+        rc = run(load_playbook(None), ENGINE + warn.format(said))[0]["root_cause"]
+        assert rc["category"] == category, (said, rc)
+
+
 def test_an_api_status_error_logged_by_whoever_caught_it_is_an_error_of_its_family():
     """The openai client's `Error code: 404 - {body}` is an error wherever a wrapper or an agent logs
     it, with no exception type of its own on the line: the first time it is said is the root, and
@@ -1542,6 +1569,22 @@ def test_a_call_the_pasted_exception_names_places_a_traceback_cut_short_inside_i
     assert (v["outcome"], v["failed_stage"]) == ("crash", 5) and "cut short" in v["root_cause"]["text"], v["root_cause"]
     v, _ = run(load_playbook(None), ENGINE + said.replace("len_reward() ", "") + "[rank3]: Traceback (most recent call last):\n" + frames)
     assert v["failed_stage"] == 7, v["root_cause"]
+
+
+def test_a_library_s_own_error_report_just_before_a_traceback_cut_short_is_its_message():
+    """A C extension prints its failed call (`CUDA Error: out of memory at …cpp:62`, torch's `CUDA
+    error: …`, `NCCL error: …`) just before Python's traceback, which the paste then cuts before its
+    exception: that report is the traceback's message, and its family the root cause's category."""
+    frames = ('Traceback (most recent call last):\n  File "/srv/run/train.py", line 303, in <module>\n'
+              "    trainer.train()\n"
+              '  File "/srv/venv/site-packages/vllm/entrypoints/llm.py", line 1572, in wake_up\n'
+              "    self.llm_engine.wake_up(tags)\n")
+    said = "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62"  # vLLM's cumem allocator
+    v, _ = run(load_playbook(None), ENGINE + said + "\n" + frames)
+    assert v["root_cause"]["text"].startswith(said + " (its traceback cut short after"), v["root_cause"]
+    assert v["root_cause"]["category"] == "oom", v["root_cause"]
+    v, _ = run(load_playbook(None), ENGINE + "CUDA graphs: out of memory budget at 3\n" + frames)  # no `error: `
+    assert v["root_cause"]["text"].startswith("Traceback (most recent call last): (cut short after"), v["root_cause"]
 
 
 def test_slime_s_rollout_metrics_judge_its_raw_reward_not_its_normalised_rewards():

@@ -277,7 +277,11 @@ CUT_NOTE = re.compile(r" \((?:its traceback )?cut short after .*\)$")
 # then traceback.print_exc(): NeMo-RL's `Error in VllmInternalWorkerExtension.update_weights…: …`;
 # vLLM's worker_base `Error executing method update_weight.`).
 LEVEL_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
-LOGGED_ERROR = re.compile(LEVEL_ERROR.pattern + r"|(?:^|[\s\]])Error (?:in [\w.]+:|executing method \w+)")
+# … or a library's own report of a failed call, printed by its C code before Python raised
+# (`CUDA Error: out of memory at …cumem_allocator.cpp:62`, torch's `CUDA error: …`, `NCCL error: …`,
+# `CUresult error: 2 (out of memory)`): an acronym naming the library, then `error: `.
+LOGGED_ERROR = re.compile(LEVEL_ERROR.pattern + r"|(?:^|[\s\]])Error (?:in [\w.]+:|executing method \w+)"
+                          r"|(?:^|\s)[A-Z]{2,}\w* [Ee]rror: \S")
 # The exception's own line put above its traceback (an issue's paste: the error first, then where
 # it came from), its blank after the colon sometimes lost (`RuntimeError:No module named …`).
 PASTED_EXC = re.compile(r"(?:^|\s)(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception))(?:\([\w.]+\))?: ?\S")
