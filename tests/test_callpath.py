@@ -1257,6 +1257,18 @@ def test_a_message_that_something_could_not_be_loaded_is_set_up(pb):
     assert stage_of(pb, step + ["RuntimeError: Failed to load the reward scorer from /ckpt/rm"])[0] == 5
 
 
+def test_a_check_of_settings_names_settings_not_the_work_they_are_for(pb):
+    """A configuration check's message names the settings it compares (TRL's GRPO config: `The
+    global train batch size (1 x 1) must be evenly divisible by the number of generations per
+    prompt (8)`): the `train` of a setting's name is not the update under way — nothing places it,
+    and before any stage passed the lifecycle's start-up stands. Other words in a message still
+    name the work that failed."""
+    check = ["ValueError: The global train batch size (1 x 1) must be evenly divisible by the number of "
+             "generations per prompt (8). Given the current train batch size, the valid values are [1]."]
+    assert stage_of(pb, check)[0] == 1
+    assert stage_of(pb, ["ValueError: The train batch size exploded while computing the update"])[0] == 7
+
+
 def test_a_rollout_engine_s_layers_run_a_generation_unless_start_up_encloses_them():
     """vLLM's model executor — its models, their layers and custom ops (`CustomOp.forward` picks
     `forward_cuda`, `forward_native`, vllm-ascend's `forward_oot`) — runs the forward passes of a

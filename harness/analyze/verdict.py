@@ -386,6 +386,8 @@ def message_stage(pb, root: Finding, top: int) -> int | None:
         return None
     if NOT_LOADED.search(message) and top == 0:  # after a stage passed, a load is a later phase's (a weight sync's)
         return STAGE_NO["engine_start"]
+    if family(pb, root.exception, message)[0] == "config_mismatch":  # a check of settings names settings
+        return None
     return named_stage(pb, PATHLIKE.sub(" ", QUOTED.sub(" ", message)))
 
 
