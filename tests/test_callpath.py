@@ -53,6 +53,25 @@ def test_the_call_a_frame_was_making_names_the_stage(pb):
     assert stage_of(pb, [ln for ln in log if not ln.startswith("    ")])[0] == 1
 
 
+def test_the_one_value_a_loop_s_call_is_handed_names_the_phase_that_made_it(pb):
+    """The training loop joins the generation's output to its batch (`batch.union(gen_batch_output)`)
+    and the join's check fails: neither `union` nor the name it assigns (`batch`) says whose the
+    data is, the one value handed names it (the generation's). Several values handed name no one
+    phase: the loop's own code stands (training data)."""
+    def log(statement):
+        return ["Traceback (most recent call last):",
+                '  File "/srv/tinyrl/trainer.py", line 1065, in fit', f"    {statement}",
+                '  File "/srv/tinyrl/protocol.py", line 802, in union',
+                "    self.batch = union_tensor_dict(self.batch, other.batch)",
+                '  File "/srv/tinyrl/protocol.py", line 110, in union_tensor_dict',
+                "    assert tensor_dict1.batch_size == tensor_dict2.batch_size, (",
+                "AssertionError: Two tensor dict must have identical batch size. Got torch.Size([4096]) and torch.Size([16384])"]
+    assert stage_of(pb, log("batch = batch.union(gen_batch_output)"))[0] == 2
+    assert stage_of(pb, log("batch = batch.union(reward_tensor)"))[0] == 5
+    assert stage_of(pb, log("batch = batch.union(gen_batch_output, reward_tensor)"))[0] == 6
+    assert stage_of(pb, log("batch = batch.union(other)"))[0] == 6
+
+
 def test_a_set_up_verb_alone_is_set_up_of_what_its_module_names(pb):
     """`create` alone names no object: the OpenAI client's `completions.create` asks for a
     completion (its module says so); `create_engine`, or a bare `build` in a module that names no

@@ -104,6 +104,21 @@ def assigned(code: str) -> list[str]:
     return [TARGET + n for n in names if n.strip("_")]
 
 
+ARGS = re.compile(r"\((?P<args>[^()]*)\)\s*$")
+HANDED = re.compile(r"^\s*(?:\w+\s*=\s*)?(?:self\.)?(?P<name>[A-Za-z_]\w*)\s*$")
+
+
+def handed(code: str) -> list[str]:
+    """The values a source line's call is handed by name (`batch = batch.union(gen_batch_output)`
+    → `=gen_batch_output`): a call that merges or checks what a phase returned (verl's trainer
+    joining the generation's output to its batch: tests/corpus/realworld38/3802,
+    realworld39/3904, 3906) fails on that phase's product, where neither the call (`union`) nor
+    the name it assigns (`batch`) says whose."""
+    if (m := ARGS.search(code)) is None or (h := HANDED.match(m["args"])) is None:
+        return []  # one value, by its name: several (`self.loss(old_logprobs, values, rewards, …)`) say no one phase
+    return [TARGET + h["name"]] if h["name"] not in ("self", "cls") and h["name"].strip("_") else []
+
+
 def with_calls(pb: Playbook, frames: list[str], code: dict[int, str]) -> list[str]:
     """A segment's frames, each followed by the calls of its source line (none in plumbing) when
     the traceback does not show that call itself: under the innermost frame, or above frames that
@@ -112,7 +127,8 @@ def with_calls(pb: Playbook, frames: list[str], code: dict[int, str]) -> list[st
     `main`) — except a `with` line's manager, whose __enter__ the frames inside are (`WITH`).
     Above frames of the code it called, the names the line assigns the call's result to
     (`ASSIGNED`) come first: they name what those frames compute (the innermost frame's own
-    statement names a local value: `entropy_list = torch.split(…)` inside the loss)."""
+    statement names a local value: `entropy_list = torch.split(…)` inside the loss), then the one
+    value the call is handed by name (`handed`)."""
     def relay(fr: str) -> bool:
         m = FRAME.match(fr)
         return bool(m and pb.plumbing is not None and pb.plumbing.search(m[1]))
@@ -122,7 +138,7 @@ def with_calls(pb: Playbook, frames: list[str], code: dict[int, str]) -> list[st
     for i, fr in enumerate(frames):
         out.append(fr)
         if i in code and FRAME.match(fr) and i < own and not relay(fr):  # the frames inside compute it
-            out.extend(assigned(code[i]))
+            out.extend(assigned(code[i]) + handed(code[i]))
         if i in code and FRAME.match(fr) and (i == own or WITH.match(code[i])):
             out.extend(calls(code[i]))
     return out
