@@ -1299,6 +1299,45 @@ def test_a_cuda_call_inside_nccl_failing_for_want_of_a_matching_build_is_a_versi
         assert rc["category"] == category, (said, rc)
 
 
+def test_a_sample_the_parallel_scorer_could_not_score_is_a_wrong_reward_not_a_crash():
+    """verl's parallel scorer catches the reward function's error (or its timeout), prints it and
+    scores the sample 0: the run goes on with wrong rewards — a wrong result at the reward, whatever
+    the error, and its own message still says which (a timeout is a timeout)."""
+    for said, category in (("(TaskRunner pid=5) [Error] Task failed: Can't pickle <function compute_score at "
+                            "0x7fe6b4ff6290>: it's not the same object as custom_module.compute_score, completion: "
+                            "The answer is 4", "other"),
+                           ("(TaskRunner pid=5) [Timeout] Task timeout: The answer is 4", "timeout")):
+        v, _ = run(load_playbook(None), ENGINE + said + "\n")
+        rc = v["root_cause"]
+        assert (v["outcome"], v["failed_stage"], rc["signature"], rc["category"]) == \
+            ("wrong_result", 5, "verl_reward_task_failed", category), (v["outcome"], v["failed_stage"], rc)
+
+
+def test_prompts_padded_on_the_right_for_generation_are_a_wrong_result_unless_the_run_crashes():
+    """transformers warns when a decoder-only model is handed prompts padded on the right: its
+    completions continue from pad tokens (empty answers) — a wrong result of the generation; an
+    error that kills the run later is the run's failure."""
+    warn = ("A decoder-only architecture is being used, but right-padding was detected! For correct generation "
+            "results, please set `padding_side='left'` when initializing the tokenizer.\n")
+    log = ENGINE + "Beginning of Epoch 1/1, Total Generation Batches 7626\n" + warn + "--- ans --> step=0, rank=2, ['']\n"
+    v, _ = run(load_playbook(None), log)
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["category"]) == ("wrong_result", 2, "data_format"), v
+    v, _ = run(load_playbook(None), log + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.\n")
+    assert (v["outcome"], v["root_cause"]["category"]) == ("crash", "oom"), v["root_cause"]
+
+
+def test_an_exception_pasted_indented_is_still_the_error_and_vllm_s_memory_guard_is_start_up_oom():
+    """A paste indented by a few blanks (a quote, a list item) keeps its exception line an error;
+    vLLM's check of free device memory as its worker starts is an out-of-memory at start-up, the
+    message wrapped over two lines as the paste has it."""
+    log = ("  ValueError: Free memory on device cuda:0 (17.41/178.35 GiB) on startup is less\n"
+           "  than desired GPU memory utilization (0.8, 142.68 GiB).\n")
+    v, _ = run(load_playbook(None), log)
+    rc = v["root_cause"]
+    assert (v["outcome"], v["failed_stage"], rc["category"]) == ("crash", 1, "oom"), (v["outcome"], v["failed_stage"], rc)
+    assert rc["text"].strip().startswith("ValueError: Free memory on device cuda:0"), rc
+
+
 def test_an_api_status_error_logged_by_whoever_caught_it_is_an_error_of_its_family():
     """The openai client's `Error code: 404 - {body}` is an error wherever a wrapper or an agent logs
     it, with no exception type of its own on the line: the first time it is said is the root, and

@@ -193,8 +193,9 @@ class BlockAssembler:
                 blk = self.open[line.proc] = Block(line.proc, line.no)
                 self._add(blk, line)
                 return [], True
-            m = LOOSE_EXC.match(text) or BARE_BUILTIN.match(text) or (SIGNATURE_LINE.match(text) if matched else None)
-            if m:  # an error line: its message, a traceback or a stack dump may follow
+            m = (LOOSE_EXC.match(text) or BARE_BUILTIN.match(text) or (SIGNATURE_LINE.match(text) if matched else None)
+                 or (LOOSE_EXC.match(text.lstrip(" ")) if text[:1] == " " and text[:5] != "     " else None))
+            if m:  # an error line (a paste may indent it): its message, a traceback or a stack dump may follow
                 blk = self.open[line.proc] = Block(line.proc, line.no)
                 self._exception(blk, line, m)
                 return [], True
