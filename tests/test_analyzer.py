@@ -172,6 +172,19 @@ def test_ranks_failing_alike_are_read_from_the_one_shown_in_full(pb):
     assert "(cut short after" in v["root_cause"]["text"], v["root_cause"]
 
 
+def test_a_paste_that_starts_under_a_frame_s_statement_ends_in_its_exception(pb):
+    """An issue's paste cut inside one rank's traceback (its first line the carets under a
+    statement) ends with that rank's exception — a bare `AssertionError`: the error, before the
+    next rank's traceback cut short; a log whose first line is not a traceback's reads no bare
+    type as an exception."""
+    other = ("[rank0]: Traceback (most recent call last):\n"
+             '[rank0]:   File "/srv/run/train.py", line 5, in <module>\n[rank0]:     main()\n')
+    v, _ = run(pb, "[rank1]:            ^^^^^^^^^^^^^^^^^^^^\n[rank1]: AssertionError\n" + other)
+    assert v["root_cause"]["text"] == "AssertionError", v["root_cause"]
+    v, _ = run(pb, "[rank1]: loading shards\n[rank1]: AssertionError\n" + other)
+    assert v["root_cause"]["text"] != "AssertionError", v["root_cause"]
+
+
 def test_a_remote_traceback_cut_short_says_where_it_stopped(pb):
     """Ray's unhandled-error line names the remote call; its traceback cut before the exception
     (the log ends) still says where the call was: its frames place it (set-up, where a class is
@@ -1336,6 +1349,20 @@ def test_an_exception_pasted_indented_is_still_the_error_and_vllm_s_memory_guard
     rc = v["root_cause"]
     assert (v["outcome"], v["failed_stage"], rc["category"]) == ("crash", 1, "oom"), (v["outcome"], v["failed_stage"], rc)
     assert rc["text"].strip().startswith("ValueError: Free memory on device cuda:0"), rc
+
+
+def test_a_rollout_engine_whose_sleep_freed_nothing_is_a_wrong_result_of_its_setting():
+    """vLLM's sleep mode reports what it released: 0.00 GiB (expandable segments on) leaves the
+    engine's memory resident while the trainer runs — a wrong result of the completion stage's
+    sleep, its cause a setting; a sleep that freed memory is no finding."""
+    def log(freed):
+        return (ENGINE + f"INFO 11-17 17:06:50 [worker_v1.py:171] Sleep mode freed {freed} GiB memory, 23.66 GiB "
+                "memory is still in use.\nINFO 11-17 17:06:50 [executor_base.py:189] It took 0.000855 seconds to fall asleep.\n")
+    v, _ = run(load_playbook(None), log("0.00"))
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["signature"], v["root_cause"]["category"]) == \
+        ("wrong_result", 2, "sleep_freed_nothing", "config_mismatch"), v["root_cause"]
+    v, _ = run(load_playbook(None), log("10.00"))
+    assert v["root_cause"] is None, v["root_cause"]
 
 
 def test_an_api_status_error_logged_by_whoever_caught_it_is_an_error_of_its_family():

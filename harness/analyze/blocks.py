@@ -189,7 +189,8 @@ class BlockAssembler:
                 self._add(blk, got, code=got.text.startswith("    "))
             return [], True
         if blk is None:
-            if TB_START.match(text) or FRAME.match(text):
+            if TB_START.match(text) or FRAME.match(text) or (line.no == 1 and CARETS.match(text)):
+                # (a paste that starts inside a traceback, under a frame's statement: its exception follows)
                 blk = self.open[line.proc] = Block(line.proc, line.no)
                 self._add(blk, line)
                 return [], True
