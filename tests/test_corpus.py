@@ -63,7 +63,7 @@ FLOORS = {
     ("realworld36",): {"stage": 0.36, "category": 0.42, "digest": 1.0, "chosen": 0.78},  # blind at 94c1587
     ("realworld37",): {"stage": 0.47, "category": 0.47, "digest": 1.0, "chosen": 0.78},  # blind at 1549165
     ("realworld38",): {"stage": 0.54, "category": 0.45, "digest": 1.0, "chosen": 0.90},  # blind at d9542fd, read since
-    ("realworld39",): {"stage": 0.45, "category": 0.60, "digest": 1.0, "chosen": 0.85},  # blind at c5696bc, read since
+    ("realworld39",): {"stage": 0.60, "category": 0.70, "digest": 1.0, "chosen": 0.95},  # blind at c5696bc (45 / 60 / 85), read since
     ("realworld40",): {"stage": 0.54, "category": 0.29, "digest": 1.0, "chosen": 0.75},  # blind at c67bdfd, not read
 }
 
