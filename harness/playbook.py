@@ -335,18 +335,24 @@ def merge(files: list[PlaybookFile], name: str) -> PlaybookFile:
         for k, keys in f.metrics.items():
             metrics[k] = list(dict.fromkeys(metrics.get(k, []) + keys))
     cat = lambda attr: _merge_list([x for f in files for x in getattr(f, attr)])  # noqa: E731
+    signatures = cat("signatures")
+    if name == UNION:  # no playbook chosen: a guess written for one project's logs is no rule for any log
+        signatures = [x for x in signatures if not x.guess]
     return PlaybookFile(
         name=name, description=files[-1].description if files else "",
         extends=[f.name for f in files[:-1]], detect=files[-1].detect if files else [],
         prefixes=cat("prefixes"), stages={s: stages[s] for s in STAGES if s in stages},
-        signatures=cat("signatures"), noise=cat("noise"), stage_hints=cat("stage_hints"),
+        signatures=signatures, noise=cat("noise"), stage_hints=cat("stage_hints"),
         stage_words=cat("stage_words"), plumbing=cat("plumbing"), categories=cat("categories"),
         metric_lines=cat("metric_lines"), metrics=metrics, metric_rules=cat("metric_rules"))
 
 
+UNION = "union"  # the name of the shipped playbooks merged, when none is chosen
+
+
 def _name(names: str | list[str] | None) -> str:
     if names is None:
-        return "union"
+        return UNION
     return "+".join(Path(n).stem for n in ([names] if isinstance(names, str) else names))
 
 

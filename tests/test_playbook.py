@@ -3,6 +3,7 @@ import sys
 
 import pytest
 
+from harness.analyze import Analyzer
 from harness.errors import PlaybookError
 from harness.playbook import load_merged, load_playbook, read_file, shipped_names
 
@@ -99,8 +100,26 @@ def test_every_shipped_playbook_loads_and_compiles():
     for name in names:
         pb = load_playbook(name)
         assert pb.patterns(), name
-    union = load_playbook(None)
-    assert len(union.source.signatures) >= max(len(load_playbook(n).source.signatures) for n in names)
+    union = {s.id for s in load_playbook(None).source.signatures}
+    for name in names:  # every playbook's evidenced signatures, none of its guesses (`guess: true`)
+        own = load_playbook(name).source.signatures
+        assert {s.id for s in own if not s.guess} <= union, name
+        assert not {s.id for s in own if s.guess} & union, name
+
+
+def test_a_guess_applies_where_its_playbook_is_chosen_not_to_every_log():
+    """A `guess: true` pattern is written for one project's logs (pangu-ascend-rl's ten failures,
+    from the story): where no playbook is detected or chosen, the union of the shipped ones reads
+    an errno text as what every framework means by it, not as that project's setting."""
+    log = "OSError: [Errno 24] Too many open files: '/srv/run/data.jsonl'\n"
+    union = Analyzer(load_playbook(None))
+    union.feed(log)
+    union.finish()
+    pangu = Analyzer(load_playbook("pangu-ascend-rl"))
+    pangu.feed(log)
+    pangu.finish()
+    assert union.verdict()["root_cause"]["category"] == "other"
+    assert pangu.verdict()["root_cause"]["category"] == "config_mismatch"
 
 
 def test_pangu_playbook_carries_the_ten_failures_with_hints():
