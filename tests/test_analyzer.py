@@ -1365,6 +1365,33 @@ def test_a_rollout_engine_whose_sleep_freed_nothing_is_a_wrong_result_of_its_set
     assert v["root_cause"] is None, v["root_cause"]
 
 
+def test_a_failure_caught_and_replaced_by_zero_is_a_wrong_result_where_its_message_says():
+    """A trainer that catches an error and puts zeros in its place (`Error computing
+    per_token_logps: … Setting output to zero.`) or fills a missing reward with 0 goes on learning
+    from zeros: a wrong result, placed by what the message names (the log-probs: training data;
+    the reward); a line that only mentions zero is no finding."""
+    p = load_playbook(None)
+    v, _ = run(p, ENGINE + "Error computing per_token_logps: pop from an empty deque. Setting output to zero.\n")
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["signature"]) == \
+        ("wrong_result", 6, "failure_replaced_by_default"), v["root_cause"]
+    v, _ = run(p, ENGINE + "Warning: Reward is None for rollout ro-f38e, will be auto-set to 0.0.\n")
+    assert (v["outcome"], v["failed_stage"]) == ("wrong_result", 5), v["root_cause"]
+    v, _ = run(p, ENGINE + "Setting the learning rate warmup to zero.\n")
+    assert v["root_cause"] is None, v["root_cause"]
+
+
+def test_the_heap_check_that_aborted_a_process_is_its_root_not_the_abort():
+    """glibc's allocator finds a double free (`free(): double free detected in tcache 2`) and
+    aborts: its line, first, is the cause; the abort's reports after it (Ray's SIGABRT handler,
+    faulthandler's `Fatal Python error: Aborted`) are what the abort looks like."""
+    log = ("(pid=56124) free(): double free detected in tcache 2\n"
+           "(pid=56124) *** SIGABRT received at time=1762505050 on cpu 30 ***\n"
+           "(pid=56124) Fatal Python error: Aborted\n(pid=56124)\n(pid=56124) Stack (most recent call first):\n"
+           '(pid=56124)   File "/srv/venv/torch/cuda/__init__.py", line 182 in is_available\n')
+    rc = run(load_playbook(None), log)[0]["root_cause"]
+    assert rc["text"] == "free(): double free detected in tcache 2", rc
+
+
 def test_an_api_status_error_logged_by_whoever_caught_it_is_an_error_of_its_family():
     """The openai client's `Error code: 404 - {body}` is an error wherever a wrapper or an agent logs
     it, with no exception type of its own on the line: the first time it is said is the root, and
