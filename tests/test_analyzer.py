@@ -1392,6 +1392,23 @@ def test_the_heap_check_that_aborted_a_process_is_its_root_not_the_abort():
     assert rc["text"] == "free(): double free detected in tcache 2", rc
 
 
+def test_a_wrapper_whose_traceback_is_cut_short_takes_the_category_of_the_frames_it_wraps():
+    """vLLM's worker reports `WorkerProc hit an exception.` and prints the worker's traceback,
+    here cut before its exception: the frames say what failed — inside a weight sync's
+    `update_named_param`, the mapping of pushed tensors (weight_mapping); inside a forward pass, a
+    category no frame names."""
+    def log(func):
+        pre = "(Worker_TP1 pid=11) ERROR 01-07 17:21:12 [multiproc_executor.py:671] "
+        return (ENGINE + pre + "WorkerProc hit an exception.\n" + pre + "Traceback (most recent call last):\n"
+                + pre + '  File "/srv/vllm/v1/executor/multiproc_executor.py", line 666, in worker_busy_loop\n'
+                + pre + "    output = func(*args, **kwargs)\n"
+                + pre + f'  File "/srv/swift/llm/infer/rollout.py", line 88, in {func}\n')
+    rc = run(load_playbook(None), log("update_named_param"))[0]["root_cause"]
+    assert (rc["signature"], rc["category"]) == ("vllm_worker_proc_exception", "weight_mapping"), rc
+    rc = run(load_playbook(None), log("execute_model"))[0]["root_cause"]
+    assert rc["category"] == "other", rc
+
+
 def test_an_api_status_error_logged_by_whoever_caught_it_is_an_error_of_its_family():
     """The openai client's `Error code: 404 - {body}` is an error wherever a wrapper or an agent logs
     it, with no exception type of its own on the line: the first time it is said is the root, and

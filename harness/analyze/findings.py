@@ -208,6 +208,12 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
                            and (c := fallback_category(pb, exc, ln.text)) != "other"), "other")
     if f.category == "other" and sig is None and seg is not None:
         f.category = frame_family(pb, with_calls(pb, seg.frames, seg.code))
+    elif f.category == "other" and sig is not None and sig.role == "wrapper" and seg is not None:
+        # a wrapper whose traceback is cut before its exception (vLLM's `WorkerProc hit an exception.`
+        # then the worker's frames): the frames it wraps are all that says what failed
+        after = blk.segments[blk.segments.index(seg) + 1:]
+        if after and not any(s.exc_text for s in after):
+            f.category = frame_family(pb, [e for s in after for e in with_calls(pb, s.frames, s.code)])
     _value_of_wrong_type(f, sig)  # a family of messages, before the reward function's own
     f.category = scored_category(f, f.stage)
     if sig is None and f.stage == STAGE_NO["reward"] \
