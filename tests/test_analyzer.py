@@ -1270,6 +1270,7 @@ def test_a_reward_function_that_cannot_take_its_keyword_arguments_does_not_fit_t
      "working operator name is aclnnFlashAttentionScore.", "device_runtime_error"),
     ("IndexError: index 1 is out of bounds for dimension 0 with size 1", "data_format"),  # aten's index check
     ("ValueError: Failed to decode tool call: Invalid \\escape: line 2 column 146 (char 146)", "data_format"),  # verl's tool parser
+    ("RuntimeError: 'weight' must be 2-D", "config_mismatch"),  # an embedding's weight ZeRO-3 left partitioned
 ])
 def test_messages_their_printers_define_belong_to_their_family(message, category):
     log = f'Traceback (most recent call last):\n  File "/srv/run/train.py", line 3, in main\n    run()\n{message}\n'
