@@ -1412,6 +1412,21 @@ def test_a_wrapper_whose_traceback_is_cut_short_takes_the_category_of_the_frames
     assert rc["category"] == "other", rc
 
 
+def test_a_ppo_trainer_s_warnings_about_its_values_are_wrong_results_of_their_phase():
+    """TRL's PPO step warns when the KL estimate goes negative (the log-probs of the training data
+    are not the sampled sequences') and when it skips a batch whose importance ratio is past the
+    threshold (an update lost): wrong results, each of the phase that computed the value — not a
+    hang of a run whose excerpt ends there."""
+    kl = ("/usr/lib/python3/site-packages/trl/trainer/ppo_trainer.py:1194: UserWarning: KL divergence is starting "
+          "to become negative: -1.66 - this might be a precursor for failed training.\n  warnings.warn(\n")
+    ratio = ("/usr/lib/python3/site-packages/trl/trainer/ppo_trainer.py:1200: UserWarning: The average ratio of batch "
+             "(13.70) exceeds threshold 10.00. Skipping batch.\n  warnings.warn(\n")
+    for said, stage, sig in ((kl, 6, "ppo_kl_negative"), (ratio, 7, "ppo_ratio_threshold_skip")):
+        v, _ = run(load_playbook(None), ENGINE + "  0%|          | 1/2615 [01:23<60:49:43, 83.77s/it]\n" + said, now=10 ** 10)
+        assert (v["outcome"], v["failed_stage"], v["root_cause"]["signature"]) == ("wrong_result", stage, sig), \
+            (v["outcome"], v["failed_stage"], v["root_cause"])
+
+
 def test_an_api_status_error_logged_by_whoever_caught_it_is_an_error_of_its_family():
     """The openai client's `Error code: 404 - {body}` is an error wherever a wrapper or an agent logs
     it, with no exception type of its own on the line: the first time it is said is the root, and
