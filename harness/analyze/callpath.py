@@ -109,7 +109,7 @@ HANDED = re.compile(r"^\s*(?:\w+\s*=\s*)?(?:self\.)?(?P<name>[A-Za-z_]\w*)\s*$")
 
 
 def handed(code: str) -> list[str]:
-    """The values a source line's call is handed by name (`batch = batch.union(gen_batch_output)`
+    """The one value a source line's call is handed by name (`batch = batch.union(gen_batch_output)`
     → `=gen_batch_output`): a call that merges or checks what a phase returned (verl's trainer
     joining the generation's output to its batch: tests/corpus/realworld38/3802,
     realworld39/3904, 3906) fails on that phase's product, where neither the call (`union`) nor
