@@ -1427,6 +1427,17 @@ def test_a_ppo_trainer_s_warnings_about_its_values_are_wrong_results_of_their_ph
             (v["outcome"], v["failed_stage"], v["root_cause"])
 
 
+def test_an_exception_named_by_its_module_path_is_an_error_whatever_its_class_ends_with():
+    """`pyarrow.lib.ArrowInvalid: …` ends in neither Error nor Exception, but a module's path then a
+    class is an exception's qualified name: an error on its own line; a logger's name (a module path
+    alone) is not."""
+    v, _ = run(load_playbook(None), "pyarrow.lib.ArrowInvalid: Error creating dataset. Could not read schema "
+                                    "from 'data/train-00000-of-00001.parquet'. Is this a 'parquet' file?\n")
+    assert (v["outcome"], v["root_cause"]["category"]) == ("crash", "data_format"), v["root_cause"]
+    v, _ = run(load_playbook(None), "swift.trainers.mixin: Saving model checkpoint to /out/checkpoint-50\n")
+    assert v["root_cause"] is None, v["root_cause"]
+
+
 def test_an_api_status_error_logged_by_whoever_caught_it_is_an_error_of_its_family():
     """The openai client's `Error code: 404 - {body}` is an error wherever a wrapper or an agent logs
     it, with no exception type of its own on the line: the first time it is said is the root, and

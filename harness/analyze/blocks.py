@@ -45,6 +45,9 @@ LOOSE_EXC = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Except
                        r"(?:\((?P<inner>[\w.]+)\))?|Fatal Python error): ")
 # `ray::WorkerDict.actor_rollout_generate_sequences()`, `ray::main_task()`, and named actors
 # `ray::agent_loop_worker_0:AgentLoopWorker.__init__()`: kept as `Class.method()`.
+# An exception named by its module's path, whatever its class ends with (`pyarrow.lib.ArrowInvalid: …`,
+# `zmq.error.Again: …`): a lower-case module path, then a class — a logger's name is a module path alone.
+QUALIFIED_EXC = re.compile(r"^(?:[a-z_][a-z0-9_]*\.)+(?P<type>[A-Z][A-Za-z0-9]*)(?:\((?P<inner>[\w.]+)\))?: ")
 SIGNATURE_LINE = re.compile(r"(?P<type>)(?P<inner>)")  # any line a signature matched: its exception type is unknown
 # CPython's own messages of its built-in exceptions, pasted without their type (a copy of the
 # message alone, an issue's text): `list indices must be integers or slices, not str` (a TypeError,
@@ -195,7 +198,8 @@ class BlockAssembler:
                 self._add(blk, line)
                 return [], True
             m = (LOOSE_EXC.match(text) or BARE_BUILTIN.match(text) or (SIGNATURE_LINE.match(text) if matched else None)
-                 or (LOOSE_EXC.match(text.lstrip(" ")) if text[:1] == " " and text[:5] != "     " else None))
+                 or (LOOSE_EXC.match(text.lstrip(" ")) if text[:1] == " " and text[:5] != "     " else None)
+                 or QUALIFIED_EXC.match(text))
             if m:  # an error line (a paste may indent it): its message, a traceback or a stack dump may follow
                 blk = self.open[line.proc] = Block(line.proc, line.no)
                 self._exception(blk, line, m)
