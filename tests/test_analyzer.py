@@ -1438,6 +1438,16 @@ def test_an_exception_named_by_its_module_path_is_an_error_whatever_its_class_en
     assert v["root_cause"] is None, v["root_cause"]
 
 
+def test_an_http_status_error_logged_by_its_caller_is_an_error():
+    """httpx's `Client error '403 Forbidden' for url '…'`, logged by the code that caught it, is
+    an error of the request it names (a generation's, by its path), not a line a silent run ended on."""
+    log = ("(RolloutManager pid=17) [2026-02-03 22:13:47] http_utils.py:186 - Error: Client error "
+                    "'403 Forbidden' for url 'http://10.0.0.2:30000/generate'\n")
+    v, _ = run(load_playbook(None), log)
+    rc = v["root_cause"]
+    assert (v["outcome"], v["failed_stage"], rc["signature"]) == ("crash", 2, "http_status_error"), (v["outcome"], rc)
+
+
 def test_an_api_status_error_logged_by_whoever_caught_it_is_an_error_of_its_family():
     """The openai client's `Error code: 404 - {body}` is an error wherever a wrapper or an agent logs
     it, with no exception type of its own on the line: the first time it is said is the root, and
