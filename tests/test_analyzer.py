@@ -1061,6 +1061,20 @@ def test_a_nan_kl_beside_a_finite_loss_starts_in_the_log_probs_and_beside_a_nan_
         assert (v["outcome"], v["failed_stage"], v["root_cause"]["signature"]) == ("wrong_result", stage, sig), bad
 
 
+def test_nan_log_probs_on_a_preference_trainer_s_step_are_a_wrong_result_of_the_training_data():
+    """TRL's DPO step logs the batch's log-probs (`logps/chosen`, `logps/rejected`): NaN there, the
+    loss a finite 0.0 beside them, is a run that learns nothing — a wrong result where the value
+    starts (the log-probs: training data), not a pass; finite log-probs say nothing."""
+    def line(v):
+        return (f"{{'loss': 0.0, 'learning_rate': 9.99e-06, 'rewards/chosen': {v}, 'rewards/rejected': {v}, "
+                f"'logps/rejected': {v}, 'logps/chosen': {v}, 'epoch': 0.0}}\n")
+    v, _ = run(load_playbook(None), line("nan"))
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["signature"]) == \
+        ("wrong_result", 6, "logprobs_nonfinite"), (v["outcome"], v["root_cause"])
+    v, _ = run(load_playbook(None), line("-102.5"))
+    assert v["root_cause"] is None, v["root_cause"]
+
+
 def test_a_nan_reward_spread_beside_numeric_rewards_is_a_group_of_one_and_beside_a_nan_reward_the_reward_s():
     """A std over one sample is NaN (torch's default correction): rewards that are numbers with a
     NaN spread per group mean groups of one, every normalised advantage NaN (training_data, the
