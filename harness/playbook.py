@@ -325,24 +325,24 @@ def _merge_list(items: list) -> list:
 
 
 def merge(files: list[PlaybookFile], name: str) -> PlaybookFile:
+    # no playbook chosen (the union): a guess written for one project's logs is no rule for any log,
+    # whatever kind of pattern it is
+    kept = (lambda items: [x for x in items if not getattr(x, "guess", False)]) if name == UNION else list
     stages: dict[str, StageSpec] = {}
     metrics: dict[str, list[str]] = {}
     for f in files:
         for st, spec in f.stages.items():
             old = stages.get(st, StageSpec())
             stages[st] = StageSpec(timeout=spec.timeout or old.timeout,
-                                   markers=_merge_list(old.markers + spec.markers))
+                                   markers=_merge_list(old.markers + kept(spec.markers)))
         for k, keys in f.metrics.items():
             metrics[k] = list(dict.fromkeys(metrics.get(k, []) + keys))
-    cat = lambda attr: _merge_list([x for f in files for x in getattr(f, attr)])  # noqa: E731
-    signatures = cat("signatures")
-    if name == UNION:  # no playbook chosen: a guess written for one project's logs is no rule for any log
-        signatures = [x for x in signatures if not x.guess]
+    cat = lambda attr: _merge_list([x for f in files for x in kept(getattr(f, attr))])  # noqa: E731
     return PlaybookFile(
         name=name, description=files[-1].description if files else "",
         extends=[f.name for f in files[:-1]], detect=files[-1].detect if files else [],
         prefixes=cat("prefixes"), stages={s: stages[s] for s in STAGES if s in stages},
-        signatures=signatures, noise=cat("noise"), stage_hints=cat("stage_hints"),
+        signatures=cat("signatures"), noise=cat("noise"), stage_hints=cat("stage_hints"),
         stage_words=cat("stage_words"), plumbing=cat("plumbing"), categories=cat("categories"),
         metric_lines=cat("metric_lines"), metrics=metrics, metric_rules=cat("metric_rules"))
 
