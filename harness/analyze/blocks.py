@@ -43,11 +43,11 @@ EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<type>[A-Za-z_]\w*)(?:\((?P<inner
 # HTTP clients' timeouts (requests' and httpx's ReadTimeout, ConnectTimeout, PoolTimeout).
 LOOSE_EXC = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Timeout)|Exception)"
                        r"(?:\((?P<inner>[\w.]+)\))?|Fatal Python error): ")
-# `ray::WorkerDict.actor_rollout_generate_sequences()`, `ray::main_task()`, and named actors
-# `ray::agent_loop_worker_0:AgentLoopWorker.__init__()`: kept as `Class.method()`.
 # An exception named by its module's path, whatever its class ends with (`pyarrow.lib.ArrowInvalid: …`,
 # `zmq.error.Again: …`): a lower-case module path, then a class — a logger's name is a module path alone.
 QUALIFIED_EXC = re.compile(r"^(?:[a-z_][a-z0-9_]*\.)+(?P<type>[A-Z][A-Za-z0-9]*)(?:\((?P<inner>[\w.]+)\))?: ")
+# `ray::WorkerDict.actor_rollout_generate_sequences()`, `ray::main_task()`, and named actors
+# `ray::agent_loop_worker_0:AgentLoopWorker.__init__()`: kept as `Class.method()`.
 SIGNATURE_LINE = re.compile(r"(?P<type>)(?P<inner>)")  # any line a signature matched: its exception type is unknown
 # CPython's own messages of its built-in exceptions, pasted without their type (a copy of the
 # message alone, an issue's text): `list indices must be integers or slices, not str` (a TypeError,

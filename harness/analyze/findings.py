@@ -194,8 +194,8 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
             # remote traceback)
             after = blk.segments[blk.segments.index(seg) + 1:]
             named += [e for s in after if not s.exc_text for e in with_calls(pb, s.frames, s.code)]
-            if after and not any(s.exc_text for s in after) and after[-1].frames:  # and stop before their exception
-                f.text = f"{f.text} (its traceback cut short after {_said(after[-1], pb)})"
+            if (cut := _cut_after(blk, seg)) and cut[-1].frames:  # and stop before their exception
+                f.text = f"{f.text} (its traceback cut short after {_said(cut[-1], pb)})"
         _place_in(f, pb, blk, seg, exc, line.text,
                   named + callee(seg.exc_text if seg else line.text) + failed_call(line.text)
                   + ([] if seg is not None and seg.frames else used_attribute(line.text)))
@@ -211,9 +211,7 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     elif f.category == "other" and sig is not None and sig.role == "wrapper" and seg is not None:
         # a wrapper whose traceback is cut before its exception (vLLM's `WorkerProc hit an exception.`
         # then the worker's frames): the frames it wraps are all that says what failed
-        after = blk.segments[blk.segments.index(seg) + 1:]
-        if after and not any(s.exc_text for s in after):
-            f.category = frame_family(pb, [e for s in after for e in with_calls(pb, s.frames, s.code)])
+        f.category = frame_family(pb, [e for s in _cut_after(blk, seg) for e in with_calls(pb, s.frames, s.code)])
     _value_of_wrong_type(f, sig)  # a family of messages, before the reward function's own
     f.category = scored_category(f, f.stage)
     if sig is None and f.stage == STAGE_NO["reward"] \
@@ -347,6 +345,13 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
                 role="cause" if head else "downstream")
     _place_in(f, pb, blk, seg, "", "", named)
     return f
+
+
+def _cut_after(blk: Block, seg) -> list:
+    """The segments after `seg` when none of them reaches an exception: the traceback a wrapper's
+    line heads (Ray's RayTaskError header, vLLM's `WorkerProc hit an exception.`), cut short."""
+    after = blk.segments[blk.segments.index(seg) + 1:]
+    return [] if any(s.exc_text for s in after) else after
 
 
 def _said(seg, pb: Playbook) -> str:
