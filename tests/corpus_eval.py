@@ -123,7 +123,7 @@ def evaluate(selected: list[dict] | None = None, playbooks: Path | None = None) 
     """(case, verdict, score) per case; with `playbooks`, a directory of playbook files used
     instead of the shipped ones (the detected playbook's name is looked up there)."""
     from harness.analyze import analyze_file, build_digest, last_lines_of
-    from harness.playbook import compile_playbook, load_merged
+    from harness.playbook import UNION, compile_playbook, load_merged
 
     rows = []
     for case in cases() if selected is None else selected:
@@ -133,7 +133,7 @@ def evaluate(selected: list[dict] | None = None, playbooks: Path | None = None) 
         verdict, an = analyze_file(case["path"], now=now)
         if playbooks is not None:
             pb = compile_playbook(load_merged(str(playbooks / f"{verdict['playbook']}.yaml"))) \
-                if verdict["playbook"] != "union" else _union(playbooks)
+                if verdict["playbook"] != UNION else _union(playbooks)
             verdict, an = analyze_file(case["path"], pb, now=now)
         last = last_lines_of(case["path"], an) if verdict["outcome"] == "hang" else None  # as `harness analyze --digest`
         verdict["digest"] = build_digest(verdict, an, last=last)
@@ -142,7 +142,7 @@ def evaluate(selected: list[dict] | None = None, playbooks: Path | None = None) 
 
 
 def _union(playbooks: Path):
-    from harness.playbook import compile_playbook, merge, read_file
+    from harness.playbook import UNION, compile_playbook, merge, read_file
 
     files = {}
     for p in sorted(playbooks.glob("*.yaml")):
@@ -157,7 +157,7 @@ def _union(playbooks: Path):
             order.append(pb)
     for name in files:
         add(name)
-    return compile_playbook(merge(order, "union"))
+    return compile_playbook(merge(order, UNION))  # as load_playbook(None) merges them: no guess read
 
 
 def shares(rows) -> dict[str, float]:
