@@ -1234,6 +1234,8 @@ def test_a_request_a_server_just_answered_says_what_its_engine_was_doing(request
            "attribute 'device'\n")
     v, _ = run(load_playbook(None), log)
     assert v["failed_stage"] == stage, v["root_cause"]
+    # vLLM's record of the failed call heads the traceback of what the method raised: that says why
+    assert v["root_cause"]["text"].startswith("AttributeError: 'NoneType'"), v["root_cause"]
 
 
 @pytest.mark.parametrize("message, category", [
@@ -1488,6 +1490,21 @@ def test_an_index_past_the_end_of_a_table_is_a_size_the_model_was_not_built_for(
         v, _ = run(load_playbook(None), log)
         assert v["root_cause"]["category"] == "config_mismatch", v["root_cause"]
     v, _ = run(load_playbook(None), cuda.split("\n", 1)[1])  # the device-side assert alone: the device's
+    assert v["root_cause"]["category"] == "device_runtime_error", v["root_cause"]
+
+
+def test_a_kernel_s_assertion_before_the_abort_it_caused_is_the_root():
+    """No traceback: the kernel's assertion, then the C++ abort of the device-side assert it caused
+    (libstdc++'s `terminate called after throwing …`, `what():  CUDA error: device-side assert
+    triggered`). The assertion says what was wrong; the sampling's NaN places it in the generation."""
+    kernel = ("../aten/src/ATen/native/cuda/TensorCompare.cu:110: _assert_async_cuda_kernel: block: [0,0,0], "
+              "thread: [0,0,0] Assertion `probability tensor contains either `inf`, `nan` or element < 0` failed.")
+    log = (kernel + "\nterminate called after throwing an instance of 'c10::Error'\n"
+           "  what():  CUDA error: device-side assert triggered\n"
+           "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n")
+    v, _ = run(load_playbook(None), log)
+    assert (v["root_cause"]["text"], v["failed_stage"]) == (kernel, 2), v["root_cause"]
+    v, _ = run(load_playbook(None), log.split("\n", 1)[1])  # the abort alone: the device's
     assert v["root_cause"]["category"] == "device_runtime_error", v["root_cause"]
 
 

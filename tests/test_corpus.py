@@ -65,7 +65,9 @@ FLOORS = {
     ("realworld38",): {"stage": 0.54, "category": 0.45, "digest": 1.0, "chosen": 0.90},  # blind at d9542fd, read since
     ("realworld39",): {"stage": 0.60, "category": 0.70, "digest": 1.0, "chosen": 0.95},  # blind at c5696bc (45 / 60 / 85), read since
     ("realworld40",): {"stage": 0.54, "category": 0.29, "digest": 1.0, "chosen": 0.75},  # blind at c67bdfd, not read
-    ("realworld41",): {"stage": 0.33, "category": 0.58, "digest": 1.0, "chosen": 0.66},  # blind at 87b27c5
+    # blind at 87b27c5 (33 / 58 / 100 / 67); 4125: the kernel's assertion before the device-side assert it
+    # caused is the root now, read as the sampling's precision (fam_sampling), labelled the device's
+    ("realworld41",): {"stage": 0.33, "category": 0.54, "digest": 1.0, "chosen": 0.66},
     ("realworld42",): {"stage": 0.50, "category": 0.80, "digest": 1.0, "chosen": 0.70},  # blind at fae29b4 (87b27c5's analyzer)
 }
 

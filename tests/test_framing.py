@@ -39,6 +39,8 @@ HEADS = {
     "mpirun --tag-output": lambda i: f"[1,{i % 8}]<stdout>:",
     "a quoted paste": lambda i: "> ",
     "a reply quoting a quote": lambda i: ">> ",
+    "an indented paste": lambda i: "  ",  # a list item's code block, a reply that indented the log
+    "a paste indented by one blank": lambda i: " ",
 }
 
 

@@ -71,3 +71,13 @@ def test_an_actor_s_repr_in_its_ray_prefix_is_peeled():
     assert (line.text, line.actor, line.proc) == ("Fatal Python error: Aborted", "MegatronPolicyWorker[rank=8]", "10.109.19.209:3294808")
     for kept in ("(out[rank=0] is done) 1", "(batch[idx=3] pid) 4"):
         assert make_line(2, kept, shipped).text == kept
+
+
+def test_a_ray_prefix_with_a_node_address_not_four_numbers_is_peeled():
+    """Ray names the node by the address it knows it by: IPv6 in brackets, or a pod's host name
+    where the node's address is set to it (tests/corpus/realworld42/4221, 4202)."""
+    shipped = load_playbook(None).prefixes
+    for ip in ("[fdbd:dccd:cdd2:2207::30f]", "train-1328-worker-0", "10.0.0.2"):
+        line = make_line(1, f"(WorkerDict pid=42417, ip={ip}) AssertionError: Expects tensor on cuda:0", shipped)
+        assert (line.text, line.actor, line.proc) == ("AssertionError: Expects tensor on cuda:0", "WorkerDict", f"{ip}:42417")
+    assert make_line(2, "(WorkerDict pid=7, ip=a b) x", shipped).text == "(WorkerDict pid=7, ip=a b) x"  # no blank in it

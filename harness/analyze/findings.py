@@ -39,6 +39,7 @@ class Finding:
     wrapped: bool = False  # seen inside a wrapper (RayTaskError …): a copy of an error printed elsewhere
     procs: set[str] = field(default_factory=set)
     lines: list[str] = field(default_factory=list)  # the error block as printed (for the digest)
+    first_no: int = 0  # the line number of `lines[0]` when it is not `line_no` (a block's head)
     context: list[str] = field(default_factory=list)  # lines just before it
 
     def to_dict(self) -> dict:
@@ -225,7 +226,7 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
         # a bare exception (an `assert` without a message): say where it was raised and the statement
         code = seg.code.get(len(seg.frames) - 1, "")
         f.text = f"{line.text} (at {seg.frames[-1].strip()}{': ' + code if code else ''})"
-    f.lines, f.context = [ln.text for ln in blk.lines], blk.context
+    f.lines, f.context, f.first_no = [ln.text for ln in blk.lines], blk.context, blk.start_no
     f.wrapped = seg is not None and segs.index(seg) > 0 and zone_rank(zones[0]) > 0
     return f
 
@@ -341,7 +342,7 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
     entries = [e for s in blk.segments for e in with_calls(pb, s.frames, s.code)]
     f = Finding(key=f"{CUT_SHORT}{canonical(text)}", line_no=(head or blk.lines[0]).no, text=text,
                 category=category if category != "other" else frame_family(pb, entries), exception=typed,
-                procs={blk.proc}, lines=[ln.text for ln in blk.lines], context=blk.context,
+                procs={blk.proc}, lines=[ln.text for ln in blk.lines], context=blk.context, first_no=blk.start_no,
                 role="cause" if head else "downstream")
     _place_in(f, pb, blk, seg, "", "", named)
     return f

@@ -119,7 +119,21 @@ def learn(texts: list[str], known, reads=None) -> Head | Envelope | None:
         if sum(_field(t, key) is not None for t in lines) >= need:
             return Envelope(key)
     rx = _head(lines, known, need, reads or (lambda t: False))
-    return Head(rx) if rx is not None else None
+    return Head(rx) if rx is not None else _indented(lines, known, reads or (lambda t: False))
+
+
+def _indented(lines: list[str], known, reads) -> Head | None:
+    """A paste indented as a whole (an issue's log under a list item, a reply that indented it):
+    every line of the sample starts with the same blanks at least, which hide how the lines begin
+    — a Ray prefix indented is no prefix (tests/corpus/realworld41/4126, realworld42/4221). Its
+    framing is that common indentation when more lines begin as a log's do without it; a
+    traceback's frames, indented by Python, begin as frames either way."""
+    width = min(len(t) - len(t.lstrip(" ")) for t in lines)
+    if not width:
+        return None
+    if sum(_begins(t[width:], known, reads) for t in lines) <= sum(_begins(t, known, reads) for t in lines):
+        return None
+    return Head(re.compile(r"[ ]{%d}" % width))
 
 
 def _head(lines: list[str], known, need: int, reads) -> re.Pattern | None:

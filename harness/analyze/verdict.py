@@ -572,7 +572,9 @@ def build_verdict(an, now: float | None) -> dict:
         said = message_stage(an.pb, root, top) if stage is None else None
         if said is None and (stage is None or root.by_context or root.guessed):  # a stage under way says
             # more than a process's name, the callers or a training loop
-            if (under := phase_under_way(an, root.line_no, root.context + root.lines[:1], stage)) is not None:
+            # (the lines before its block and the block's first: what was under way when it began)
+            if (under := phase_under_way(an, root.first_no or root.line_no, root.context + root.lines[:1],
+                                         stage)) is not None:
                 stage, basis = under, "under way"
         if stage is None and (stage := said or context_stage(an, root.context, top)
                               or consequence_stage(findings, root)) is not None:
