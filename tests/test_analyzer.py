@@ -1947,3 +1947,13 @@ def test_a_verdict_says_how_its_failed_stage_was_found():
         assert any("(stage assumed)" in ln for ln in said) == (basis == "lifecycle"), (basis, said[:4])
     v, _ = run(union, ENGINE + "step:1 - actor/pg_loss:0.1 - actor/grad_norm:0.3\n")
     assert v["failed_stage"] is None and v["stage_basis"] is None, v["outcome"]
+
+
+def test_a_message_a_terminal_padded_where_it_wrapped_reads_as_its_words():
+    """A copy from a terminal's screen pads each row a long line wrapped into to the screen's
+    width: the message's words are the same, and so is its family (tests/corpus/realworld41/4105)."""
+    msg = "ValueError: The global train batch size (1 x 1) must be evenly divisible by the number of generations per prompt (4)."
+    padded = msg.replace("divisible by", "divisible" + " " * 57 + "by")
+    for text in (msg, padded):
+        v, _ = run(load_playbook(None), traceback("", text))
+        assert v["root_cause"]["category"] == "config_mismatch", v["root_cause"]

@@ -470,8 +470,14 @@ def frame_family(pb: Playbook, entries: list[str]) -> str:
 FRAME_FAMILY_DEPTH = 4  # the innermost functions that say what the failing call was doing
 
 
+PADDING = re.compile(r" {2,}")  # a terminal's copy pads a wrapped row to its width (tests/corpus/realworld41/4105)
+
+
 def family(pb: Playbook, exc: str, text: str) -> tuple[str, int | None]:
-    """(category, stage or None) of the first error family the type or message belongs to."""
+    """(category, stage or None) of the first error family the type or message belongs to, its
+    words read with one blank between them: a message copied from a terminal's screen holds the
+    rows it wrapped into padded to the screen's width (`must be evenly divisible      by …`)."""
+    text = PADDING.sub(" ", text)
     for category, rx, stage in pb.categories:
         if rx.search(exc) or rx.search(text):
             return category, stage
