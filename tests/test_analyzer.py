@@ -1957,3 +1957,15 @@ def test_a_message_a_terminal_padded_where_it_wrapped_reads_as_its_words():
     for text in (msg, padded):
         v, _ = run(load_playbook(None), traceback("", text))
         assert v["root_cause"]["category"] == "config_mismatch", v["root_cause"]
+
+
+def test_a_recomputation_that_differs_from_its_forward_is_the_update_s_configuration():
+    """Non-reentrant activation checkpointing recomputes the forward in the backward pass: tensors of
+    another shape there (ZeRO-3's empty placeholders) fail the update, whatever the frames' words."""
+    msg = ("torch.utils.checkpoint.CheckpointError: torch.utils.checkpoint: Recomputed values for the following "
+           "tensors have different metadata than during the forward pass.")
+    log = ENGINE + traceback("[rank0]: ", msg) + "[rank0]: tensor at position 4:\n" \
+        "[rank0]: saved metadata: {'shape': torch.Size([2048]), 'dtype': torch.bfloat16}\n" \
+        "[rank0]: recomputed metadata: {'shape': torch.Size([0]), 'dtype': torch.bfloat16}\n"
+    v, _ = run(load_playbook(None), log)
+    assert (v["failed_stage"], v["root_cause"]["category"]) == (7, "config_mismatch"), v["root_cause"]
