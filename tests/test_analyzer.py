@@ -418,13 +418,18 @@ def test_metrics_in_a_shape_no_playbook_names_are_held_to_their_own_values():
                        # keys no playbook names, read by their last word; an infinity as well as a NaN
                        ("epoch: 0|step: 31|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0", "loss_nonfinite"),
                        ("iter 7 - actor/pg_loss=0.12 - critic/vf_loss=0.3 - actor/grad_norm=-inf", "grad_norm_nonfinite"),
-                       ('{"step": 4, "policy/entropy": 1.2, "env/success_reward": NaN}', "reward_nonfinite")]:
+                       ('{"step": 4, "policy/entropy": 1.2, "env/success_reward": NaN}', "reward_nonfinite"),
+                       # each value formatted as a string first (the DPO reference implementation's stats)
+                       ("train stats after 160 examples: {'rewards_train/chosen': 'nan', 'loss/train': 'nan', "
+                        "'examples_per_second': '5.49', 'grad_norm': 'nan'}", "grad_norm_nonfinite")]:
         v, _ = run(p, ENGINE + line + "\n")
         assert (v["outcome"], (v["root_cause"] or {}).get("signature")) == ("wrong_result", rule), line
     moving = "".join(f"step {i} | loss={x} | grad_norm=1.0 | lr=1e-06\n" for i, x in enumerate([1, 1, 1, 1, 1, 1, 9]))
     assert run(p, ENGINE + moving)[0]["root_cause"] is None
     assert run(p, ENGINE + "sample 3: reward=nan, length=12\n")[0]["root_cause"] is None
     assert run(p, ENGINE + "epoch: 0|step: 31|ppo_ep: 1|act_loss: 0.2|cri_loss: 0.1|info: 3\n")[0]["root_cause"] is None
+    # a quote opened is a quote closed: `'nan` alone is no value
+    assert run(p, ENGINE + "stats: {'loss': 'nan, 'grad_norm': 'nan, 'reward': 'nan}\n")[0]["root_cause"] is None
 
 
 def test_a_dict_of_metrics_pprint_spread_over_lines_is_read_as_one():

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import re
 
-# key, then `:` or `=` (and an optional quote), then a number, nan or inf, maybe in np.float64(…).
+# key, then `:` or `=` (and an optional quote), then a number, nan or inf, maybe in np.float64(…) or quoted:
+# the DPO reference implementation formats each float of its stats as a string before printing them
+# (`formatted_dict`: f"{v:.5g}", copied by the trainers built from it: `{'loss/train': 'nan', …}`;
+# tests/corpus/realworld41/4103).
 _PAIR = re.compile(
-    r"""['"]?(?P<key>[A-Za-z_][\w/@.\- ]*?)['"]?\s*[:=]\s*(?:np\.float\d+\(|tensor\()?"""
-    r"""(?P<val>[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+|nan|NaN|inf|Inf|Infinity))(?![\w.])""")
+    r"""['"]?(?P<key>[A-Za-z_][\w/@.\- ]*?)['"]?\s*[:=]\s*(?:np\.float\d+\(|tensor\(|(?P<q>['"]))?"""
+    r"""(?P<val>[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+|nan|NaN|inf|Inf|Infinity))(?(q)(?P=q))(?![\w.])""")
 _STEP = re.compile(r"\b(?:step|iteration|global_step)\s*[:=]?\s*(\d+)")
 # a row of wandb's run summary, printed as a run ends (`wandb: Run summary:`, then `wandb:  key value`
 # per metric, the keys right-aligned; the run history's rows hold sparklines, not numbers)
@@ -21,7 +24,7 @@ WANDB_ROW = re.compile(r"^wandb:\s+(?P<key>[A-Za-z_][\w/@.\-]*)\s+"
 # a trainer's own `step 3 | loss=nan | …`). It counts when it holds at least GENERIC_PAIRS pairs; the
 # analyzer reads one when it holds a non-finite value (GENERIC_WORDS: the gate lets those through).
 GENERIC = re.compile(r"""(?:^|[\s,{|(\[])['"]?(?:[\w.]+/)*\w*(?:loss|reward|grad_norm)['"]?\s*[:=]\s*"""
-                     r"""(?:np\.float\d+\(|tensor\()?[-+]?(?:\d|\.\d|nan|NaN|inf|Inf)""")
+                     r"""(?:np\.float\d+\(|tensor\(|['"])?[-+]?(?:\d|\.\d|nan|NaN|inf|Inf)""")
 GENERIC_PAIRS = 3
 # the gate's literals for them: NaN, and an infinity as a value (`: inf`, `=-inf`, JSON's Infinity)
 GENERIC_WORDS = ("nan", "NaN", ": inf", "=inf", ": -inf", "=-inf", ": Inf", "Infinity")
