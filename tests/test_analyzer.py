@@ -1974,3 +1974,19 @@ def test_a_recomputation_that_differs_from_its_forward_is_the_update_s_configura
         "[rank0]: recomputed metadata: {'shape': torch.Size([0]), 'dtype': torch.bfloat16}\n"
     v, _ = run(load_playbook(None), log)
     assert (v["failed_stage"], v["root_cause"]["category"]) == (7, "config_mismatch"), v["root_cause"]
+
+
+@pytest.mark.parametrize("message", [
+    "RuntimeError: Please set micro_batch_size or set use_flash_attn=True in config.",
+    "RuntimeError: No backend type associated with device type cpu",
+    "RuntimeError: No backend type associated with device type npu",
+])
+def test_an_error_that_names_a_setting_or_a_tensor_placement_the_group_lacks_is_the_configuration_s(message):
+    """An error that tells the user which setting to give it, and a collective handed a tensor on a
+    device its process group has no backend for (torch c10d's getBackend), are the configuration's;
+    a warning's `please set …` advice is no error."""
+    v, _ = run(load_playbook(None), traceback("", message))
+    assert v["root_cause"]["category"] == "config_mismatch", v["root_cause"]
+    advice = ("(TaskRunner pid=3) /srv/verl/trainer/main_ppo.py:264: UserWarning: Disabled critic as "
+              "algorithm.adv_estimator != gae. If it is not intended, please set critic.enable=True\n")
+    assert run(load_playbook(None), ENGINE + advice)[0]["root_cause"] is None
