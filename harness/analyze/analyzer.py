@@ -427,7 +427,8 @@ class Analyzer:
             if old.stage is None and f.stage is not None and len(f.lines) > len(old.lines):
                 # the same error said first alone (a logger's line, another rank's), then with its
                 # traceback: where that places it is where the first was raised too
-                old.stage, old.by_context, old.guessed, old.lines = f.stage, f.by_context, f.guessed, f.lines
+                old.stage, old.by_context, old.guessed = f.stage, f.by_context, f.guessed
+                old.lines, old.first_no = f.lines, f.first_no  # the block's lines and the line they begin on
             return
         self.findings[f.key] = f
         self._events.append(Event("failure", f.line_no, f.text, f.stage, {"category": f.category, "role": f.role}))

@@ -118,8 +118,9 @@ def learn(texts: list[str], known, reads=None) -> Head | Envelope | None:
     for key in Envelope.KEYS:
         if sum(_field(t, key) is not None for t in lines) >= need:
             return Envelope(key)
-    rx = _head(lines, known, need, reads or (lambda t: False))
-    return Head(rx) if rx is not None else _indented(lines, known, reads or (lambda t: False))
+    reads = reads or (lambda t: False)
+    rx = _head(lines, known, need, reads)
+    return Head(rx) if rx is not None else _indented(lines, known, reads)
 
 
 def _indented(lines: list[str], known, reads) -> Head | None:
