@@ -1125,9 +1125,50 @@ def test_the_last_request_a_server_logged_names_the_work_under_way():
                 "RuntimeError: the peer went away"]
     union = load_playbook(None)
     assert stage_of(union, log("GET /health/", "POST /update_named_param/"))[0] == 2
+    assert stage_of(union, log("POST /update_flattened_params/"))[0] == 2  # a server's parameters: the sync's
     assert stage_of(union, log("GET /health/", "GET /get_world_size/", "POST /init_communicator/"))[0] == 1
     synced = log("POST /update_named_param/")
     assert stage_of(union, synced[:1] + ["▶ Computing logprobs..."] + synced[1:])[0] == 6  # a phase begun since
+
+
+def test_a_client_s_copy_of_an_engine_s_failure_is_where_the_engine_s_report_placed_it():
+    """The engine process reports a failed call (its wrapper's header, after the request it was
+    answering); the client re-raises the error with its message, in frames of its own that name no
+    work: the engine's report says which work it was."""
+    engine = ['INFO:     127.0.0.1:43474 - "POST /update_flattened_params/ HTTP/1.1" 200 OK',
+              "(EngineCore_DP0 pid=71) ERROR 01-02 11:34:17 [core.py:780] Invocation of collective_rpc method failed",
+              "(EngineCore_DP0 pid=71) ERROR 01-02 11:34:17 [core.py:780] Traceback (most recent call last):",
+              '(EngineCore_DP0 pid=71) ERROR 01-02 11:34:17 [core.py:780]   File "/venv/tinyserve/core.py", '
+              "line 777, in _handle_client_request"]
+    client = ["Traceback (most recent call last):",
+              '  File "/venv/tinyserve/client.py", line 697, in call_utility',
+              "    return future.result()",
+              "Exception: Call to collective_rpc method failed: loader() got an unexpected keyword argument 'shard'"]
+    union = load_playbook(None)
+    assert stage_of(union, engine + client) == (2, client[-1])
+    assert stage_of(union, client)[0] == 1  # alone, nothing places it: start-up, assumed
+
+
+def test_a_traceback_pasted_innermost_first_is_read_outermost_first():
+    """Some viewers print a traceback's frames innermost first; the script's `<module>` frame,
+    which Python prints first, then comes last, its statement calling the frame printed just before
+    it. An import that failed also ends in a `<module>` frame, called by no frame before it."""
+    turned = ["Traceback (most recent call last):",
+              '  File "/srv/tinyrl/train.py", line 432, in main',
+              "    out = policy.generate(prompt_ids)",
+              '  File "/srv/tinyrl/train.py", line 468, in <module>',
+              "    main()",
+              "RuntimeError: the draw failed"]  # pasted from the frame that made the call the error came from
+    base = load_playbook("base")
+    assert stage_of(base, turned)[0] == 2  # inside a generation, not a module being imported
+    imported = ["Traceback (most recent call last):",
+                '  File "/srv/tinyrl/train.py", line 3, in <module>',
+                "    import tinyrl.policy",
+                '  File "<frozen importlib._bootstrap>", line 1176, in _find_and_load',
+                '  File "/srv/tinyrl/policy.py", line 9, in <module>',
+                "    TABLE = build_table()",
+                "RuntimeError: the table failed"]
+    assert stage_of(base, imported)[0] == 1
 
 
 def test_a_fork_s_variant_of_verl_s_rollout_call_is_the_rollout():

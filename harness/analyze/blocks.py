@@ -345,11 +345,27 @@ class BlockAssembler:
         seg.exc_no, seg.exc_text = line.no, line.text
         seg.exc_type, seg.inner_type = m.group("type") or "", m.group("inner") or ""
         blk.state = "after_exc"
+        if _turned(seg.frames, seg.code):
+            n = len(seg.frames)
+            seg.frames.reverse()
+            seg.code = {n - 1 - i: c for i, c in seg.code.items()}
 
     def close_all(self) -> list[Block]:
         out = list(self.open.values())
         self.open.clear()
         return out
+
+
+def _turned(frames: list[str], code: dict[int, str]) -> bool:
+    """Whether a traceback's frames were pasted innermost first, as some viewers show them: Python
+    prints the script's `<module>` frame first, so a `<module>` frame printed last whose statement
+    calls the function of the frame printed just before it (`main()` under `<module>`, after
+    `File …, in main`) is that traceback turned over (an import that failed ends in a `<module>`
+    frame too, but importlib's frames come between it and its importer)."""
+    if len(frames) < 2 or not (last := FRAME.match(frames[-1])) or not (before := FRAME.match(frames[-2])):
+        return False
+    return (last[3] == "<module>" != before[3]
+            and re.search(rf"\b{re.escape(before[3])}\s*\(", code.get(len(frames) - 1, "")) is not None)
 
 
 def _ipython(line: Line) -> Line | None:

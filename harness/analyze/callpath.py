@@ -177,9 +177,14 @@ def named_stage(pb: Playbook, name: str) -> int | None:
 
 def requested_stage(pb: Playbook, path: str) -> int | None:
     """The stage of work a request's path asks a server for (`/update_named_param/`: the weight
-    sync; `/v1/completions`: a generation; `/init_communicator/`: set-up), not a whole loop."""
+    sync; `/v1/completions`: a generation; `/init_communicator/`: set-up), not a whole loop. A
+    server asked to update its parameters is a rollout server taking the trainer's new weights:
+    the optimizer updates the trainer's own, in its process, never over a request (TRL's and
+    ms-swift's rollout servers: `/update_flattened_params/`, `/update_adapter_flattened_param/`)."""
     found = _prose_stage(pb, path)
-    return found[0] if found is not None and found[1] != "loop" else None
+    if found is None or found[1] == "loop":
+        return None
+    return STAGE_NO["completion"] if found[0] == STAGE_NO["actor_update"] else found[0]
 
 
 def _prose_stage(pb: Playbook, text: str) -> tuple[int, str] | None:

@@ -421,6 +421,15 @@ def consequence_stage(findings: list[Finding], root: Finding) -> int | None:
                  and f.stage is not None), None)
 
 
+def opened_stage(findings: list[Finding], root: Finding) -> int | None:
+    """The stage of the last wrapper before `root` that something placed: a process's report of a
+    call that failed in it (vLLM's engine core `Invocation of collective_rpc method failed`, after
+    the request its server was answering) comes before the client's copy of the error, which
+    carries the message in frames that wait on a future (tests/corpus/realworld42/4222)."""
+    return next((f.stage for f in reversed(findings) if f.line_no < root.line_no and f.role == "wrapper"
+                 and f.stage is not None), None)
+
+
 def reported_stage(findings: list[Finding], root: Finding) -> int | None:
     """The stage the first wrapper of a failure after `root` places it in by its own signature: the
     caller's report of the failure says in which phase the process that raised it was — vLLM's
@@ -577,7 +586,7 @@ def build_verdict(an, now: float | None) -> dict:
                                          stage)) is not None:
                 stage, basis = under, "under way"
         if stage is None and (stage := said or context_stage(an, root.context, top)
-                              or consequence_stage(findings, root)) is not None:
+                              or consequence_stage(findings, root) or opened_stage(findings, root)) is not None:
             # words, not a path: the lifecycle bounds them; an error raised while scoring is the reward function's
             root, basis = replace(root, guessed=True, category=scored_category(root, stage)), "words"
         # the lifecycle bounds only a stage nothing names or a loop's guess: a path's or a signature's stands
