@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analyze import Analyzer
+from harness.analyze import Analyzer, build_digest
 from harness.playbook import load_playbook
 
 pytestmark = pytest.mark.xdist_group("test_stacks")
@@ -250,3 +250,54 @@ def test_the_process_its_peers_wait_for_in_a_collective_is_where_the_run_hangs(t
     a.saw(text)
     v = a.verdict(now=1000.0 + 7 * 86400)
     assert (v["failed_stage"], v["root_cause"]["text"][:12]) == (7, "all_reduce ("), v["root_cause"]
+
+
+WATCHDOG_TIMEOUT = [
+    "[rank1]:[E1203 02:11:40.073493187 ProcessGroupNCCL.cpp:629] [Rank 1] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=88, OpType=ALLGATHER, NumelIn=1024, NumelOut=4096, Timeout(ms)=600000) ran for "
+    "600014 milliseconds before timing out.",
+    "[rank1]:[E1203 02:11:40.073594829 ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID 0(default_pg) Rank 1]  failure "
+    "detected by watchdog at work sequence id: 88 PG status: last enqueued work: 88, last completed work: 87"]
+FLIGHT = ["[rank1]:[E1203 02:11:40.074084476 ProcessGroupNCCL.cpp:664] Stack trace of the failed collective: ",
+          "#0 all_gather_into_tensor from /venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py:3712",
+          "#1 wrapper from /venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py:81",
+          "#2 _gather_logits from /srv/tinyrl/workers/actor.py:301",
+          "#3 compute_log_prob from /srv/tinyrl/workers/actor.py:288",
+          "#4 fit from /srv/tinyrl/trainer.py:140"]
+AFTER = ["[rank1]:[E1203 02:11:40.074100000 ProcessGroupNCCL.cpp:681] [Rank 1] Some NCCL operations have failed or "
+         "timed out."]
+LOADING = [f"INFO 12-03 02:0{i % 10}:00 [loader.py:12] loading shard {i} of 40" for i in range(40)]
+
+
+def test_the_stack_torch_s_flight_recorder_printed_says_where_the_timed_out_collective_was_called():
+    """Under a watchdog's timeout torch prints, when its flight recorder holds the collective, the
+    stack it was called from (`#N func from path:line`, innermost first): the work its frames name is
+    where every rank of the group waits — here the log-probs' gather, not the stage after the last
+    one passed; the digest shows that call path. Without it the stage is the lifecycle's guess."""
+    pb = load_playbook("base")
+    a = Analyzer(pb)
+    a.feed(("\n".join(LOADING + WATCHDOG_TIMEOUT + FLIGHT + AFTER) + "\n").encode(), ts=1000.0)
+    a.finish()
+    v = a.verdict(now=1000.0 + 7 * 86400)
+    assert (v["outcome"], v["failed_stage"], v["stage_basis"]) == ("hang", 6, "called"), v["root_cause"]
+    said = build_digest(v, a).split("\n## ")
+    assert "stage_basis=called" in said[0], said[0]
+    called = next(s for s in said if s.startswith("where the collective was called")).splitlines()[1:]
+    assert called[:2] == ["fit (/srv/tinyrl/trainer.py:140)", "compute_log_prob (/srv/tinyrl/workers/actor.py:288)"]
+    assert called[-1].startswith("all_gather_into_tensor (")
+    v = hung_verdict(LOADING + WATCHDOG_TIMEOUT + AFTER)
+    assert v["failed_stage"] != 6 and v["stage_basis"] == "lifecycle", v["failed_stage"]
+
+
+def test_a_function_named_by_a_verb_alone_does_it_to_what_its_package_holds():
+    """`save` in Megatron's `dist_checkpointing` package saves a checkpoint (the update's): the
+    verb read with a noun of the names it lives among; a noun that names a stage alone
+    (`update_weight/…py in <genexpr>`) or a package that names no object leaves it unread."""
+    from harness.analyze.callpath import path_stage
+
+    pb = load_playbook("base")
+    save = 'File "/venv/lib/python3.10/site-packages/megatron/core/dist_checkpointing/serialization.py", line 396, in save'
+    assert path_stage(pb, [[save]]) == 7
+    assert path_stage(pb, [['File "/srv/tinyrl/io/files.py", line 12, in save']]) is None
+    genexpr = 'File "/srv/tinyrl/update_weight/iterator.py", line 167, in <genexpr>'
+    assert path_stage(pb, [[genexpr]]) != 7

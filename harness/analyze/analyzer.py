@@ -23,7 +23,8 @@ from .framing import MIN_LINES, SAMPLE_LINES, learn, wrap_width
 from .gate import Gate, build_gate
 from .lines import Line, as_shown, canonical, clean, decode, make_line, peel, shown, unglued
 from .metrics import DICT_ITEM, DICT_LINES, DICT_OPEN, GENERIC_WORDS, HISTORY, generic_metrics, parse_metrics, violates
-from .stacks import collective, dumps, waited_on, waited_rank, watchdog
+from .stacks import (FLIGHT_HEAD, MAX_FLIGHT_FRAMES, MAX_FLIGHTS, collective, dumps, flight_frame, waited_on,
+                     waited_rank, watchdog)
 from .verdict import build_verdict
 
 WARNING = re.compile(r"\bWARN(?:ING)?\b|Warning: ")  # a boolean test: `\w*Warning: ` would crawl
@@ -94,6 +95,9 @@ class Analyzer:
         self.stack: Block | None = None  # the latest main thread's stack a dump in the log showed (py-spy's)
         self.watchdogs: dict[tuple[str, int], tuple[int, str]] = {}  # (group, rank) -> where its watchdog fired
         self.waited_ranks: dict[int, int] = {}  # rank -> times HCCL named it the peer a wait waits for
+        # (line of the head, frames outermost first) of each collective's stack torch's flight recorder printed
+        self.flights: list[tuple[int, list[str]]] = []
+        self._flight: list[str] | None = None  # the frames of the one being printed
         self.gate = self._gate()
 
     def _live(self, no: int, marker) -> bool:
@@ -196,8 +200,9 @@ class Analyzer:
     def _region(self, region: bytes) -> None:
         pos, end = 0, len(region)
         while pos < end:
-            if self.gate is not None and not self.blocks.open and not self._dicts and self.line_no:  # the first line read
-                # whatever it holds: a paste may start inside a dump (blocks: `headless`)
+            if (self.gate is not None and not self.blocks.open and not self._dicts and self._flight is None
+                    and self.line_no):  # the first line read whatever it holds: a paste may start inside a
+                # dump (blocks: `headless`)
                 start = self.gate.next_line(region, pos)
                 if start > pos:
                     skipped = region.count(b"\n", pos, start)
@@ -265,6 +270,16 @@ class Analyzer:
         if '", line ' in line.text and CUT_FRAME.match(line.text):
             line = replace(line, text='  File "' + line.text)
         text = line.text
+        if self._flight is not None:  # the flight recorder's frames, innermost first, then the log goes on
+            if (frame := flight_frame(text)) is not None:
+                if len(self._flight) < MAX_FLIGHT_FRAMES:
+                    self._flight.insert(0, frame)
+                self._keep(as_shown(line))
+                return
+            self._flight = None
+        if text.startswith(FLIGHT_HEAD) and len(self.flights) < MAX_FLIGHTS:
+            self._flight = []
+            self.flights.append((line.no, self._flight))
         if not gathered and DICT_OPEN.match(text):
             self._dicts[line.proc] = [line]
             return

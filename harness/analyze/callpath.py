@@ -224,7 +224,8 @@ def _entry_stage(pb: Playbook, entry: str) -> tuple[int, int] | None:
         found = _stage(pb, name_words(entry))
         return (found[0], MODULE) if found is not None and not found[1] else None
     loop = setup = None
-    for i, n in enumerate(_names(pb, entry)):
+    names = _names(pb, entry)
+    for i, n in enumerate(names):
         words = name_words(n)
         if words[:1] == ("async",) and len(words) > 1:  # `async_init_weight_update_connections`: its
             words = words[1:]  # coroutine's (or remote) twin, named for the same work (slime, asyncio's `async_`)
@@ -239,7 +240,21 @@ def _entry_stage(pb: Playbook, entry: str) -> tuple[int, int] | None:
                 loop = loop or ((stage, LOOP) if i == 0 else None)
                 continue
             return stage, SETUP if kind == "weak" else (STRONG if i == 0 else MODULE)
+        if i == 0 and len(words) == 1 and n[:1] != "<" and (found := _object_stage(pb, words[0], names[1:])):
+            return found
     return setup or loop
+
+
+def _object_stage(pb: Playbook, verb: str, where: list[str]) -> tuple[int, int] | None:
+    """(stage, level) of a function named by a verb alone, read with a noun of its module's or
+    package's name: what it does to what it lives among — Megatron's `dist_checkpointing/…py in
+    save` saves a checkpoint, torch.distributed.checkpoint's `state_dict_saver.py in save` the same."""
+    for name in where:
+        for noun in map(lambda w: _verb(pb, w), name_words(name)):
+            found = _stage(pb, (verb, noun))
+            if found is not None and found[1] in ("", "weak") and _stage(pb, (noun,)) is None:  # the two words'
+                return found[0], SETUP if found[1] == "weak" else STRONG  # phrase, not the noun's own
+    return None
 
 
 def naming_frame(pb: Playbook, frames: list[str], code: dict[int, str]) -> int | None:

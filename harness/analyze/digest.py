@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..chain import STAGES
 from ..redact import redact
-from .stacks import collectives_said
+from .stacks import collectives_said, flight_said
 from .verdict import basis_note
 
 CHARS_PER_TOKEN = 4
@@ -68,6 +68,8 @@ def build_digest(verdict: dict, an, max_tokens: int = 4000, last: list[str] | No
             sections.append(("lines before the error", _no_noise(an, root.context), 0.1))
     if said := collectives_said(an.watchdogs, an.waited_ranks):
         sections.append(("collectives the ranks wait in", said, 0.05))
+    if called := flight_said(an.flights, rc["line_no"] if rc else 0):
+        sections.append(("where the collective was called (torch's flight recorder; innermost last)", called, 0.05))
     if last:  # a hang's: the last line each process printed (analyze.last_lines_of)
         sections.append(("the last line each process printed (silent longest first)", last, 0.15))
     others = [f for f in verdict["findings"] if not rc or f["line_no"] != rc["line_no"]]

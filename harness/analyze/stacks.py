@@ -113,6 +113,30 @@ WATCHDOG = re.compile(r"(?:\[PG ID (?P<pg>\d+)[^\]]*\].*?)?\[Rank (?P<rank>\d+)\
                       r"timeout: Work[A-Z]+\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)")
 
 
+# Under a collective's watchdog timeout torch prints, when its flight recorder holds the collective,
+# the Python stack it was called from: ProcessGroupNCCL WorkNCCL::printTraceback logs "Stack trace of
+# the failed collective: " and then the recorder's traceback, one `#N func from path:line` line per
+# frame, innermost first (torch/csrc/profiler/combined_traceback; tests/corpus/realworld21/2102, a
+# Megatron checkpoint save's all_reduce); "… not found, potentially because FlightRecorder is
+# disabled" when it holds none. The call path of the collective every rank waits in.
+FLIGHT_HEAD = "Stack trace of the failed collective:"
+FLIGHT_FRAME = re.compile(r"^#\d+ (?P<func>\S+) from (?P<path>\S+?):(?P<no>\d+)\s*$")
+MAX_FLIGHTS, MAX_FLIGHT_FRAMES = 16, 64
+
+
+def flight_frame(text: str) -> str | None:
+    """A flight recorder's frame line as a traceback's frame line, else None."""
+    m = FLIGHT_FRAME.match(text)
+    return f'File "{m["path"]}", line {m["no"]}, in {m["func"]}' if m else None
+
+
+def flight_said(flights: list[tuple[int, list[str]]], after: int, most: int = 12) -> list[str]:
+    """The call path of the first collective's stack printed after line `after` (frames outermost
+    first, as py-spy prints them: `func (path:line)`), its innermost `most`."""
+    frames = next((fr for no, fr in flights if no > after and fr), [])
+    return [f"{m[3]} ({m[1]}:{m[2]})" for fr in frames[-most:] if (m := FRAME.match(fr))]
+
+
 def watchdog(text: str) -> tuple[tuple[str, int], tuple[int, str]] | None:
     """((group, rank), (SeqNum, OpType)) of a collective watchdog's line, group "" when unnamed."""
     m = WATCHDOG.search(text)

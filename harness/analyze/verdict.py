@@ -421,6 +421,14 @@ def consequence_stage(findings: list[Finding], root: Finding) -> int | None:
                  and f.stage is not None), None)
 
 
+def called_stage(an, root: Finding) -> int | None:
+    """The stage the call path of the collective a watchdog timed out in names: the first flight
+    recorder's stack torch printed after `root` (`stacks.FLIGHT_HEAD`) — every rank of the group
+    waits in that collective."""
+    return next((st for no, frames in an.flights if no > root.line_no and frames
+                 and (st := path_stage(an.pb, [frames])) is not None), None)
+
+
 def opened_stage(findings: list[Finding], root: Finding) -> int | None:
     """The stage of the last wrapper before `root` that something placed: a process's report of a
     call that failed in it (vLLM's engine core `Invocation of collective_rpc method failed`, after
@@ -491,12 +499,14 @@ def said_stage(an) -> int | None:
 
 # How a verdict's failed stage was found (its `stage_basis`), so that whoever reads it knows how far
 # to trust it: `placed` — a signature, the failing call's frames or process, its error family;
-# `stack` — where a silent run's main thread waits in a stack dump; `under way` — the phase a marker
+# `stack` — where a silent run's main thread waits in a stack dump; `called` — where the collective a
+# watchdog timed out in was called, by torch's flight recorder; `under way` — the phase a marker
 # or a progress bar says had begun; `words` — what the error's message, the lines before it or a
 # silent run's last line name; `lifecycle` — nothing places it: the stage after the last one the log
 # shows passed (before any marker, start-up: DESIGN.md's convention), an assumption.
 ASSUMED = "lifecycle"
 BASIS_SAYS = {"placed": "where the error was raised", "stack": "where its main thread waits",
+              "called": "where the collective it waits in was called",
               "under way": "the phase under way", "words": "what its lines name",
               ASSUMED: "assumed: nothing in the log places it"}
 
@@ -576,6 +586,8 @@ def build_verdict(an, now: float | None) -> dict:
         if root.by_context and (reported := reported_stage(findings, root)) is not None:
             stage = reported  # a process's name says what it does once started, not whether it had
         basis = "placed" if stage is not None else None
+        if stage is None and root.category == "distributed_comm_hang" and (called := called_stage(an, root)) is not None:
+            stage, basis = called, "called"
         # what the error's own message names is the operation it stopped, whatever phase a bar or a
         # marker says had begun (`Error executing tool lookup: Timed out …` while a generation bar counts)
         said = message_stage(an.pb, root, top) if stage is None else None
