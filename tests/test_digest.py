@@ -106,3 +106,18 @@ def test_the_collectives_the_ranks_wait_in_read_together():
     digest = digest_of(_watchdog(3, 420, "ALLREDUCE") + "\n" + "\n".join(hccl) + "\n")[0]
     part = next(p for p in digest.split("\n## ") if p.startswith("collectives"))
     assert part.splitlines()[1:] == ["HCCL's notify waits name the remote rank they wait for: rank 5 (2x)"], part
+
+
+def test_a_long_root_cause_line_reaches_the_digest_whole():
+    """An assertion that prints a container's repr makes a root line of thousands of characters
+    (Megatron's hook check: `… is not empty, it is: {…}`); the digest shows it whole, however long
+    the lines around it, up to the root line's own limit — its end may be what tells."""
+    handles = ", ".join(f"Graph{i}(): <Handle object at 0x{i:012x}>" for i in range(70))
+    root = f"AssertionError: the pre-hook handles are not empty, they are: {{{handles}}}"
+    frames = "".join(f'  File "/srv/tinyrl/layers/block{i}.py", line {i}, in forward\n    return self.inner(x)  '
+                     f'# {"·" * 300}\n' for i in range(12))
+    text = ("step:1 - actor/pg_loss:0.1 - actor/grad_norm:0.3\nTraceback (most recent call last):\n"
+            f'{frames}  File "/srv/tinyrl/graphs.py", line 88, in reset\n    assert not self.handles\n{root}\n')
+    assert len(root) > 2400
+    said, _ = digest_of(text)
+    assert root in said.splitlines()[said.splitlines().index("## root cause") + 1], said[:600]

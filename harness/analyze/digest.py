@@ -12,7 +12,8 @@ from .verdict import basis_note
 
 CHARS_PER_TOKEN = 4
 MAX_LINE = 400
-MAX_ROOT_LINE = 2000  # the root-cause line is kept longer: a metric line's bad value may sit far right
+MAX_ROOT_LINE = 4000  # the root-cause line is kept longer: a metric line's bad value may sit far right, an
+# assertion's message may print a container's repr whole (Megatron's `… is not empty, it is: {…}`: 2.4k characters)
 
 
 def _clip(line: str, limit: int = MAX_LINE) -> str:
@@ -93,7 +94,8 @@ def build_digest(verdict: dict, an, max_tokens: int = 4000, last: list[str] | No
     left = budget
     for i, (title, lines, share) in enumerate(sections):
         rest = len(sections) - i - 1
-        cap = left if rest == 0 else min(left - 200 * rest, max(int(budget * share), 300))
+        least = len(lines[0]) + 100 if title == "root cause" else 300  # the root line whole, up to its limit
+        cap = left if rest == 0 else min(left - 200 * rest, max(int(budget * share), least))
         body = _fit(redact("\n".join(lines)).split("\n"), max(cap - len(title) - 8, 80),  # keys span lines
                     limit=MAX_ROOT_LINE if title == "root cause" else MAX_LINE)
         text = "\n".join([f"## {title}"] + body)
