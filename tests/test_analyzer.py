@@ -1990,3 +1990,21 @@ def test_an_error_that_names_a_setting_or_a_tensor_placement_the_group_lacks_is_
     advice = ("(TaskRunner pid=3) /srv/verl/trainer/main_ppo.py:264: UserWarning: Disabled critic as "
               "algorithm.adv_estimator != gae. If it is not intended, please set critic.enable=True\n")
     assert run(load_playbook(None), ENGINE + advice)[0]["root_cause"] is None
+
+
+def test_a_java_process_that_could_not_get_native_memory_is_the_host_s_memory_running_out():
+    """HotSpot's fatal-error header (`# There is insufficient memory for the Java Runtime Environment
+    to continue.`) from an environment's Java server is the run's first error: the host's memory,
+    not the environment's own error that follows when its server is gone."""
+    log = ("(WorkerDict pid=41) rollout step 3: 64 episodes\n"
+           "OpenJDK 64-Bit Server VM warning: INFO: os::commit_memory(0x00007f1c, 16384, 0) failed; "
+           "error='Cannot allocate memory' (errno=12)\n"
+           "#\n# There is insufficient memory for the Java Runtime Environment to continue.\n"
+           "# Native memory allocation (mmap) failed to map 16384 bytes for committing reserved memory.\n"
+           "# An error report file with more information is saved as:\n# /srv/envs/hs_err_pid881.log\n"
+           "(WorkerDict pid=41) Error during closing env\n"
+           "(WorkerDict pid=41) ConnectionResetError: [Errno 104] Connection reset by peer\n")
+    v, _ = run(load_playbook(None), log)
+    rc = v["root_cause"]
+    assert (rc["category"], rc["class"]) == ("oom", "infra"), rc
+    assert "Java Runtime Environment" in rc["text"], rc["text"]
