@@ -2008,3 +2008,19 @@ def test_a_java_process_that_could_not_get_native_memory_is_the_host_s_memory_ru
     rc = v["root_cause"]
     assert (rc["category"], rc["class"]) == ("oom", "infra"), rc
     assert "Java Runtime Environment" in rc["text"], rc["text"]
+
+
+def test_verl_s_missing_raw_prompt_is_the_flag_that_adds_it():
+    """verl's dataset hands a record's chat messages on as `raw_prompt` only under
+    data.return_raw_chat: a KeyError on it is that setting, not the data; another key's is the data."""
+    def log(key):
+        return ("(TaskRunner pid=7) Traceback (most recent call last):\n"
+                '(TaskRunner pid=7)   File "/srv/verl/verl/workers/fsdp_workers.py", line 1690, in compute_rm_score\n'
+                "(TaskRunner pid=7)     rm_data = self._switch_chat_template(data)\n"
+                '(TaskRunner pid=7)   File "/srv/verl/verl/workers/fsdp_workers.py", line 1602, in _switch_chat_template\n'
+                f"(TaskRunner pid=7)     chat = data.non_tensor_batch['{key}'][i]\n"
+                f"(TaskRunner pid=7) KeyError: '{key}'\n")
+    verl = load_playbook("verl")
+    rc = run(verl, log("raw_prompt"))[0]["root_cause"]
+    assert rc["category"] == "config_mismatch" and "return_raw_chat" in rc["hint"], rc
+    assert run(verl, log("raw_prompt_text"))[0]["root_cause"]["category"] == "data_format"
