@@ -1638,3 +1638,16 @@ def test_a_step_s_summary_between_bars_that_reports_a_loss_is_an_update(pb):
     v = verdict_of(pb, [f"12:00:0{i} SUCCESS Step {i} | Time: 2.20s | Reward: 0.99 | Seq. Length: 332.0 tokens/sample"
                         for i in range(1, 4)])
     assert v["outcome"] != "pass" and v["last_stage_passed"] != 7, v
+
+
+def test_a_model_class_names_its_architecture_not_the_phase_that_called_it(pb):
+    """transformers names a model `<Architecture>For<Head>`: `…ForConditionalGeneration`'s forward
+    computes log-probs and the loss as well as a generation's next token, so its name places no
+    failure in the generation; a method of another class still reads by its class."""
+    from harness.analyze.callpath import path_stage
+
+    msg = "TypeError: Qwen2_5_VLForConditionalGeneration.forward() got an unexpected keyword argument 'logits_to_keep'"
+    v = verdict_of(pb, [msg])
+    assert (v["failed_stage"], v["stage_basis"]) == (1, "lifecycle"), v["stage_basis"]
+    assert path_stage(pb, [["LlamaForCausalLM.forward()"]]) is None
+    assert path_stage(pb, [["RolloutGenerator.forward()"]]) == 2

@@ -38,7 +38,16 @@ def _names(pb: Playbook, entry: str) -> list[str]:
             module = parts[-2]
         return [func, module, *parts[-2:-1]]  # its package last (`math_verify/utils.py`: a verifier)
     cls, _, method = entry.rstrip("()").rpartition(".")
+    if MODEL_CLASS.fullmatch(cls):  # a model's architecture, whatever it serves: its forward computes log-probs,
+        return [method]          # values and the update's loss as well as a generation's next token
     return [method, cls] if cls else [entry]
+
+
+# transformers names a model class `<Architecture>For<Head>` (`Qwen2_5_VLForConditionalGeneration`,
+# `LlamaForCausalLM`, `…ForSequenceClassification`; GPT-2's `GPT2LMHeadModel`; TRL's value-head
+# wrapper `AutoModelForCausalLMWithValueHead`): its head's name, not the phase that calls it.
+MODEL_CLASS = re.compile(r"\b\w+?(?:For(?:Conditional|Causal)?(?:Generation|LM|SequenceClassification|"
+                         r"TokenClassification)(?:WithValueHead)?|LMHeadModel)\b")
 
 
 # `with self.rollout_sharding_manager:` — a frame on that line runs the manager's __enter__ or

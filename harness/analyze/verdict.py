@@ -9,7 +9,7 @@ from dataclasses import replace
 from ..chain import STAGE_NO, STAGES, stage_statuses
 from ..redact import redact
 from .blocks import LOOSE_EXC
-from .callpath import named_stage, path_stage, requested_stage
+from .callpath import MODEL_CLASS, named_stage, path_stage, requested_stage
 from .findings import CUT_NOTE, CUT_SHORT, ROLE_ORDER, Finding, family, scored_category
 from .lines import canonical, make_line
 from .metrics import measures, reports
@@ -388,7 +388,8 @@ def message_stage(pb, root: Finding, top: int) -> int | None:
         return STAGE_NO["engine_start"]
     if family(pb, root.exception, message)[0] == "config_mismatch":  # a check of settings names settings
         return None
-    return named_stage(pb, PATHLIKE.sub(" ", QUOTED.sub(" ", message)))
+    return named_stage(pb, PATHLIKE.sub(" ", QUOTED.sub(" ", MODEL_CLASS.sub(" ", message))))  # a model's class
+    # names its architecture, not the phase that called it (`…ForConditionalGeneration.forward() got …`)
 
 
 # A client's error names the request that failed by its URL — httpx's raise_for_status
