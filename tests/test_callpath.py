@@ -1651,3 +1651,21 @@ def test_a_model_class_names_its_architecture_not_the_phase_that_called_it(pb):
     assert (v["failed_stage"], v["stage_basis"]) == (1, "lifecycle"), v["stage_basis"]
     assert path_stage(pb, [["LlamaForCausalLM.forward()"]]) is None
     assert path_stage(pb, [["RolloutGenerator.forward()"]]) == 2
+
+
+def test_a_wrapper_s_traceback_cut_short_is_the_failing_call_s_own_path():
+    """vLLM's `WorkerProc hit an exception.` heads the traceback of what its worker ran; cut short
+    before its exception, those frames are still where it was raised: the communicator a trainer
+    asked the worker to set up is start-up, though the process is an engine's worker."""
+    def log(func, code):
+        head = "(Worker_TP1 pid=35) ERROR 09-26 15:11:03 [multiproc_executor.py:654] "
+        return [head + "WorkerProc hit an exception.",
+                head + "Traceback (most recent call last):",
+                head + '  File "/venv/vllm/v1/executor/multiproc_executor.py", line 649, in worker_busy_loop',
+                head + "    output = func(*args, **kwargs)",
+                head + f'  File "/srv/tinyrl/serve.py", line 108, in {func}',
+                head + f"    {code}",
+                "INFO 09-26 15:11:04 [launcher.py:80] Shutting down"]
+    union = load_playbook(None)
+    assert stage_of(union, log("init_communicator", "self.comm = PeerCommunicator(group, device=self.device)"))[0] == 1
+    assert stage_of(union, log("execute_model", "return self.model_runner.execute_model(batch)"))[0] == 2

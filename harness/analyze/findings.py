@@ -197,6 +197,10 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
             named += [e for s in after if not s.exc_text for e in with_calls(pb, s.frames, s.code)]
             if (cut := _cut_after(blk, seg)) and cut[-1].frames:  # and stop before their exception
                 f.text = f"{f.text} (its traceback cut short after {_said(cut[-1], pb)})"
+        elif sig is not None and sig.role == "wrapper" and seg is not None and (cut := _cut_after(blk, seg)):
+            # any wrapper's traceback cut short (vLLM's `WorkerProc hit an exception.`): its frames are
+            # the failing call's own path, where the error was raised
+            named = [e for s in cut for e in with_calls(pb, s.frames, s.code)]
         _place_in(f, pb, blk, seg, exc, line.text,
                   named + callee(seg.exc_text if seg else line.text) + failed_call(line.text)
                   + ([] if seg is not None and seg.frames else used_attribute(line.text)))
