@@ -259,7 +259,7 @@ def _object_stage(pb: Playbook, verb: str, where: list[str]) -> tuple[int, int] 
     package's name: what it does to what it lives among — Megatron's `dist_checkpointing/…py in
     save` saves a checkpoint, torch.distributed.checkpoint's `state_dict_saver.py in save` the same."""
     for name in where:
-        for noun in map(lambda w: _verb(pb, w), name_words(name)):
+        for noun in (_verb(pb, w) for w in name_words(name)):
             found = _stage(pb, (verb, noun))
             if found is not None and found[1] in ("", "weak") and _stage(pb, (noun,)) is None:  # the two words'
                 return found[0], SETUP if found[1] == "weak" else STRONG  # phrase, not the noun's own
