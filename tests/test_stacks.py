@@ -301,3 +301,20 @@ def test_a_function_named_by_a_verb_alone_does_it_to_what_its_package_holds():
     assert path_stage(pb, [['File "/srv/tinyrl/io/files.py", line 12, in save']]) is None
     genexpr = 'File "/srv/tinyrl/update_weight/iterator.py", line 167, in <genexpr>'
     assert path_stage(pb, [[genexpr]]) != 7
+
+
+def test_a_collective_that_timed_out_after_an_update_is_a_hang_not_a_pass():
+    """After a healthy update, a consequence (an engine process gone as the run shuts down) is no
+    failure of the run; a collective's watchdog timing out is: every rank waited its whole timeout."""
+    def verdict(lines):  # read as it stands, no clock: silence says nothing
+        a = Analyzer(load_playbook(None))
+        a.feed(("\n".join(lines) + "\n").encode())
+        a.finish()
+        return a.verdict()
+
+    step = ["step:1 - actor/pg_loss:0.1 - actor/grad_norm:0.3"]
+    v = verdict(step + WATCHDOG_TIMEOUT + FLIGHT + AFTER)
+    assert (v["outcome"], v["failed_stage"], v["stage_basis"]) == ("hang", 6, "called"), v["outcome"]
+    v = verdict(step + ["ERROR 12-03 02:20:11 [core_client.py:562] Engine core proc EngineCore_0 died "
+                             "unexpectedly, shutting down client."])  # vLLM says so at a normal shutdown too
+    assert v["outcome"] == "pass", v["root_cause"]

@@ -23,11 +23,13 @@ def root_cause(findings: list[Finding], last_update_no: int | None) -> Finding |
     log cut short before its exception after every error it shows in full (ranks print the same
     failure, one in full, the others' cut by the window or by each other's lines). Errors that the
     run lived through (a healthy actor update came after them) do not count, nor do
-    consequences and wrappers after it (an engine 'died' at shutdown). A run that crashed or
+    consequences and wrappers after it (an engine 'died' at shutdown) — but for a hang's (a
+    collective's watchdog timing out: a collective that waited its whole timeout is no shutdown's
+    noise, whatever the updates before it). A run that crashed or
     hung has that for its root cause; bad values it printed before are findings (a wrong result
     is a run that went on, or ended, with them)."""
     live = [f for f in findings if f.outcome == "wrong_result" or last_update_no is None
-            or (f.line_no > last_update_no and f.role == "cause")]
+            or (f.line_no > last_update_no and (f.role == "cause" or (f.role, f.outcome) == ("downstream", "hang")))]
     failed = [f for f in live if f.outcome != "wrong_result"]
     if failed and all(f.key.startswith(CUT_SHORT) for f in failed):
         # a traceback cut short before its exception says where the run died, not why: a bad value
