@@ -22,7 +22,9 @@ PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PRO
 def processes_of(root: Path) -> list[str]:
     """Live processes whose command line or working directory is inside `root`. A process already
     dying (a zombie, or one whose memory — its command line — is gone as it exits after SIGKILL)
-    runs no more code and is not counted: on a loaded machine the kernel takes a moment to finish."""
+    runs no more code and is not counted: on a loaded machine the kernel takes a moment to finish;
+    nor is the op guard's removal of an answered command's record, which it runs in the background
+    by design (harness/remote/once.py: `rm -f <workdir>/.harness/ops/…`), ending on its own."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         if int(pid) == os.getpid():
@@ -33,7 +35,7 @@ def processes_of(root: Path) -> list[str]:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):  # gone meanwhile, or not ours to read
             continue
-        if state in ("Z", "X") or not cmd.strip():
+        if state in ("Z", "X") or not cmd.strip() or (cmd.startswith("rm -f ") and f"{root}/.harness/ops/" in cmd):
             continue
         if str(root) in cmd or cwd == str(root) or cwd.startswith(f"{root}/"):
             found.append(f"{pid}: {cmd.strip()}")
