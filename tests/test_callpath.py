@@ -1669,3 +1669,16 @@ def test_a_wrapper_s_traceback_cut_short_is_the_failing_call_s_own_path():
     union = load_playbook(None)
     assert stage_of(union, log("init_communicator", "self.comm = PeerCommunicator(group, device=self.device)"))[0] == 1
     assert stage_of(union, log("execute_model", "return self.model_runner.execute_model(batch)"))[0] == 2
+
+
+def test_a_function_named_by_a_verb_alone_does_it_to_what_its_package_holds(pb):
+    """`save` in Megatron's `dist_checkpointing` package saves a checkpoint (the update's): the
+    verb read with a noun of the names it lives among; a noun that names a stage alone
+    (`update_weight/…py in <genexpr>`) or a package that names no object leaves it unread."""
+    from harness.analyze.callpath import path_stage
+
+    save = 'File "/venv/lib/python3.10/site-packages/megatron/core/dist_checkpointing/serialization.py", line 396, in save'
+    assert path_stage(pb, [[save]]) == 7
+    assert path_stage(pb, [['File "/srv/tinyrl/io/files.py", line 12, in save']]) is None
+    genexpr = 'File "/srv/tinyrl/update_weight/iterator.py", line 167, in <genexpr>'
+    assert path_stage(pb, [[genexpr]]) != 7

@@ -13,6 +13,7 @@ import pytest
 
 from harness.analyze import Analyzer, build_digest
 from harness.playbook import load_playbook
+from test_callpath import verdict_of
 
 pytestmark = pytest.mark.xdist_group("test_stacks")
 SPY = Path(sys.executable).parent / "py-spy"
@@ -289,32 +290,13 @@ def test_the_stack_torch_s_flight_recorder_printed_says_where_the_timed_out_coll
     assert v["failed_stage"] != 6 and v["stage_basis"] == "lifecycle", v["failed_stage"]
 
 
-def test_a_function_named_by_a_verb_alone_does_it_to_what_its_package_holds():
-    """`save` in Megatron's `dist_checkpointing` package saves a checkpoint (the update's): the
-    verb read with a noun of the names it lives among; a noun that names a stage alone
-    (`update_weight/…py in <genexpr>`) or a package that names no object leaves it unread."""
-    from harness.analyze.callpath import path_stage
-
-    pb = load_playbook("base")
-    save = 'File "/venv/lib/python3.10/site-packages/megatron/core/dist_checkpointing/serialization.py", line 396, in save'
-    assert path_stage(pb, [[save]]) == 7
-    assert path_stage(pb, [['File "/srv/tinyrl/io/files.py", line 12, in save']]) is None
-    genexpr = 'File "/srv/tinyrl/update_weight/iterator.py", line 167, in <genexpr>'
-    assert path_stage(pb, [[genexpr]]) != 7
-
-
 def test_a_collective_that_timed_out_after_an_update_is_a_hang_not_a_pass():
     """After a healthy update, a consequence (an engine process gone as the run shuts down) is no
     failure of the run; a collective's watchdog timing out is: every rank waited its whole timeout."""
-    def verdict(lines):  # read as it stands, no clock: silence says nothing
-        a = Analyzer(load_playbook(None))
-        a.feed(("\n".join(lines) + "\n").encode())
-        a.finish()
-        return a.verdict()
-
+    union = load_playbook(None)  # read as it stands, no clock: silence says nothing
     step = ["step:1 - actor/pg_loss:0.1 - actor/grad_norm:0.3"]
-    v = verdict(step + WATCHDOG_TIMEOUT + FLIGHT + AFTER)
+    v = verdict_of(union, step + WATCHDOG_TIMEOUT + FLIGHT + AFTER)
     assert (v["outcome"], v["failed_stage"], v["stage_basis"]) == ("hang", 6, "called"), v["outcome"]
-    v = verdict(step + ["ERROR 12-03 02:20:11 [core_client.py:562] Engine core proc EngineCore_0 died "
+    v = verdict_of(union, step + ["ERROR 12-03 02:20:11 [core_client.py:562] Engine core proc EngineCore_0 died "
                              "unexpectedly, shutting down client."])  # vLLM says so at a normal shutdown too
     assert v["outcome"] == "pass", v["root_cause"]

@@ -130,10 +130,15 @@ def flight_frame(text: str) -> str | None:
     return f'File "{m["path"]}", line {m["no"]}, in {m["func"]}' if m else None
 
 
+def flights_after(flights: list[tuple[int, list[str]]], after: int) -> list[list[str]]:
+    """The frames (outermost first) of the collectives' stacks printed after line `after`, in order."""
+    return [frames for no, frames in flights if no > after and frames]
+
+
 def flight_said(flights: list[tuple[int, list[str]]], after: int, most: int = 12) -> list[str]:
     """The call path of the first collective's stack printed after line `after` (frames outermost
     first, as py-spy prints them: `func (path:line)`), its innermost `most`."""
-    frames = next((fr for no, fr in flights if no > after and fr), [])
+    frames = next(iter(flights_after(flights, after)), [])
     return [f"{m[3]} ({m[1]}:{m[2]})" for fr in frames[-most:] if (m := FRAME.match(fr))]
 
 

@@ -13,7 +13,7 @@ from .callpath import MODEL_CLASS, named_stage, path_stage, requested_stage
 from .findings import CUT_NOTE, CUT_SHORT, ROLE_ORDER, Finding, family, scored_category
 from .lines import canonical, make_line
 from .metrics import measures, reports
-from .stacks import collective, waiting_frame
+from .stacks import collective, flights_after, waiting_frame
 
 LAST = len(STAGES)
 
@@ -428,8 +428,8 @@ def called_stage(an, root: Finding) -> int | None:
     """The stage the call path of the collective a watchdog timed out in names: the first flight
     recorder's stack torch printed after `root` (`stacks.FLIGHT_HEAD`) — every rank of the group
     waits in that collective."""
-    return next((st for no, frames in an.flights if no > root.line_no and frames
-                 and (st := path_stage(an.pb, [frames])) is not None), None)
+    return next((st for frames in flights_after(an.flights, root.line_no)
+                 if (st := path_stage(an.pb, [frames])) is not None), None)
 
 
 def opened_stage(findings: list[Finding], root: Finding) -> int | None:
