@@ -2024,3 +2024,52 @@ def test_verl_s_missing_raw_prompt_is_the_flag_that_adds_it():
     rc = run(verl, log("raw_prompt"))[0]["root_cause"]
     assert rc["category"] == "config_mismatch" and "return_raw_chat" in rc["hint"], rc
     assert run(verl, log("raw_prompt_text"))[0]["root_cause"]["category"] == "data_format"
+
+
+def test_a_queue_get_that_waited_out_its_timeout_is_a_timeout():
+    """CPython's queue.Queue.get and multiprocessing's raise `Empty` once their timeout passed with
+    nothing put (printed `_queue.Empty`, its C module's name): the workers that should have answered
+    never did — a timeout, whatever the handler raised after it; an `Empty…` word elsewhere is not."""
+    log = ("rollout: 12/64 prompts done\n"
+           "Traceback (most recent call last):\n"
+           '  File "/srv/rl/rollout_pool.py", line 88, in collect\n'
+           "    kind, payload = results.get(timeout=600)\n"
+           '  File "/usr/lib/python3.11/multiprocessing/queues.py", line 114, in get\n'
+           "    raise Empty\n"
+           "_queue.Empty\n\n"
+           "During handling of the above exception, another exception occurred:\n\n"
+           "Traceback (most recent call last):\n"
+           '  File "/srv/rl/rollout_pool.py", line 92, in collect\n'
+           '    raise RuntimeError("a rollout worker returned nothing")\n'
+           "RuntimeError: a rollout worker returned nothing\n")
+    rc = run(load_playbook(None), log)[0]["root_cause"]
+    assert (rc["category"], rc["text"]) == ("timeout", "_queue.Empty"), rc
+    other = run(load_playbook(None), traceback("", "ValueError: EmptyDatasetError: no rows"))[0]["root_cause"]
+    assert other["category"] != "timeout", other
+
+
+def test_a_traceback_cut_short_after_the_allocator_s_oom_warning_failed_there():
+    """c10's caching allocator warns `memory allocation failed with OOM …` and retries; alone a warning
+    (no finding), but a traceback that stops right after it, its exception lost, is that allocation's
+    failure: memory, the first warning of the run its text."""
+    warn = ("[W1204 03:10:{s}.1 CUDACachingAllocator.cpp:3934] memory allocation failed with OOM on device 0 "
+            "while trying to allocate 2147483648 bytes (free: {free}, total: 85899345920).\n")
+    head = "step 2: loss=0.41 grad_norm=1.2\n" + warn.format(s="01", free="1048576") + warn.format(s="02", free="524288")
+    cut = ("\n...\n\n"
+           '  File "/srv/venv/lib/python3.11/site-packages/torch/nn/functional.py", line 2140, in softmax\n'
+           "    ret = input.softmax(dim)\n")
+    v, _ = run(load_playbook(None), head + cut)
+    rc = v["root_cause"]
+    assert rc["category"] == "oom" and "free: 1048576" in rc["text"], rc
+    alone = run(load_playbook(None), head + "step 3: loss=0.39 grad_norm=1.1\n")[0]
+    assert alone["root_cause"] is None, alone["root_cause"]
+
+
+def test_image_tokens_that_do_not_match_the_image_features_are_the_sample_s_shape():
+    """transformers' vision-language models count a prompt's image placeholders against the
+    features of its pixels: when they disagree the sample's prompt and images do — the data's
+    shape; a batch's tensors that disagree in general stay `other`."""
+    exc = "ValueError: Image features and image tokens do not match: tokens: 0, features 324"
+    assert run(load_playbook(None), traceback("[rank1]: ", exc))[0]["root_cause"]["category"] == "data_format"
+    shapes = "RuntimeError: The size of tensor a (64) must match the size of tensor b (361) at non-singleton dimension 1"
+    assert run(load_playbook(None), traceback("[rank1]: ", shapes))[0]["root_cause"]["category"] == "other"

@@ -1682,3 +1682,34 @@ def test_a_function_named_by_a_verb_alone_does_it_to_what_its_package_holds(pb):
     assert path_stage(pb, [['File "/srv/tinyrl/io/files.py", line 12, in save']]) is None
     genexpr = 'File "/srv/tinyrl/update_weight/iterator.py", line 167, in <genexpr>'
     assert path_stage(pb, [[genexpr]]) != 7
+
+
+def test_weights_synced_with_the_model_named_between_are_a_weight_sync(pb):
+    """`sync_model_weights` copies the actor's weights into the rollout engine as `sync_weights`
+    does, the model named between verb and weights: completion, not the start-up an engine's
+    weight loader would be read as."""
+    lines = ["Traceback (most recent call last):",
+             '  File "/srv/tinyrl/trainer.py", line 310, in step',
+             "    self.engine.sync_model_weights(actor_weights, load_format='dtensor')",
+             '  File "/srv/tinyrl/third_party/engine_sp.py", line 88, in sync_model_weights',
+             "    load_dtensor_weights(actor_weights, self.model)",
+             '  File "/srv/tinyrl/third_party/loaders.py", line 51, in load_dtensor_weights',
+             "    param = params[name]",
+             "KeyError: 'lm_head.weight'"]
+    assert stage_of(pb, lines)[0] == 2
+
+
+def test_a_helper_that_builds_a_mask_names_no_phase_whatever_its_verb(pb):
+    """The masks and positions a forward builds serve every phase: `generate_attention_mask` under
+    the log-probs is no generation, `_update_causal_mask` no update — the frames outside say the work."""
+    def lines(helper):
+        return ["Traceback (most recent call last):",
+                '  File "/srv/tinyrl/workers.py", line 40, in compute_ref_log_prob',
+                "    out = self.ref.forward_batch(data)",
+                '  File "/srv/tinyrl/model/attention.py", line 77, in forward',
+                f"    mask = {helper}(self.config)",
+                f'  File "/srv/tinyrl/model/masks.py", line 21, in {helper}',
+                "    raise RuntimeError('set micro_batch_size in the config')",
+                "RuntimeError: set micro_batch_size in the config"]
+    assert stage_of(pb, lines("generate_attention_mask"))[0] == 6
+    assert stage_of(pb, lines("_update_causal_mask"))[0] == 6

@@ -341,6 +341,8 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
             exc = pasted["type"] if pasted else ""
             text, category = f"{logged} (its traceback cut short after {said})", family(pb, exc, logged)[0]
             named = callee(logged) + failed_call(logged)  # the call it names failed inside the frames shown
+        elif warned := _warned(blk.context, pb):  # what the library said of the failure as it began
+            text, category = f"{warned[0]} (its traceback cut short after {said})", warned[1]
         else:
             text, category = f"{head.text if head else 'Traceback'} (cut short after {said})", "other"
     entries = [e for s in blk.segments for e in with_calls(pb, s.frames, s.code)]
@@ -350,6 +352,37 @@ def _cut_short(blk: Block, pb: Playbook) -> Finding | None:
                 role="cause" if head else "downstream")
     _place_in(f, pb, blk, seg, "", "", named)
     return f
+
+
+# A line a library printed at a warning's or an error's level: c10's `[W906 15:02:06.204334026
+# CUDACachingAllocator.cpp:3934] `, a logger's `WARNING` / `ERROR` (the level in its peeled prefix or its text).
+LEVELLED = re.compile(r"^(?:\[rank\d+\]:)?\[[WE]\d{3,4} |\b(?:WARN(?:ING)?|ERROR|CRITICAL|FATAL)\b")
+WARNED_BACK = 5  # the lines before a traceback cut short read for what was said of its failure
+
+
+def _warned(context: list[str], pb: Playbook) -> tuple[str, str] | None:
+    """(text, category) of the nearest line just before a traceback cut short that a library printed
+    at a warning's or an error's level in an error family: c10's caching allocator warns
+    `[W906 …CUDACachingAllocator.cpp:3934] memory allocation failed with OOM on device 0 while
+    trying to allocate … bytes (free: …)` when an allocation fails, then frees its cached blocks
+    and retries — alone a warning (the retry often succeeds, the run goes on: never a finding by
+    itself), but a traceback that stops right after it, its exception lost (tests/corpus/realworld48/4817,
+    a paste), failed where the allocator did; of a run of such lines, its first."""
+    said = [_levelled_family(t, pb) for t in context]
+    for i in range(len(said) - 1, max(len(said) - WARNED_BACK, 0) - 1, -1):
+        if said[i] is not None:
+            while i > 0 and said[i - 1] is not None and said[i - 1][1] == said[i][1]:
+                i -= 1  # the first of its run: the lines after it repeat the failure (each retry's)
+            return said[i]
+    return None
+
+
+def _levelled_family(text: str, pb: Playbook) -> tuple[str, str] | None:
+    ln = make_line(0, text, pb.prefixes)
+    if LEVELLED.search(ln.prefix) or LEVELLED.search(ln.text):
+        if (category := family(pb, "", ln.text)[0]) != "other":
+            return ln.text, category
+    return None
 
 
 def _cut_after(blk: Block, seg) -> list:
