@@ -2073,3 +2073,18 @@ def test_image_tokens_that_do_not_match_the_image_features_are_the_sample_s_shap
     assert run(load_playbook(None), traceback("[rank1]: ", exc))[0]["root_cause"]["category"] == "data_format"
     shapes = "RuntimeError: The size of tensor a (64) must match the size of tensor b (361) at non-singleton dimension 1"
     assert run(load_playbook(None), traceback("[rank1]: ", shapes))[0]["root_cause"]["category"] == "other"
+
+
+def test_an_error_no_family_names_raised_inside_a_collective_is_the_communication_s():
+    """A message that says nothing (`cancelled`) raised in a collective's call — torch's all_reduce,
+    an engine's shared-memory broadcast — is the communication's; raised elsewhere, `other`."""
+    def log(inner):
+        return ("Traceback (most recent call last):\n"
+                '  File "/srv/engine/core.py", line 210, in step\n'
+                "    inputs = self.queue.dequeue()\n"
+                f'  File "/srv/engine/comm/ring.py", line 88, in {inner}\n'
+                '    raise RuntimeError("cancelled")\n'
+                "RuntimeError: cancelled\n")
+    assert run(load_playbook(None), log("acquire_read"))[0]["root_cause"]["category"] == "distributed_comm_hang"
+    assert run(load_playbook(None), log("all_reduce"))[0]["root_cause"]["category"] == "distributed_comm_hang"
+    assert run(load_playbook(None), log("read_chunk"))[0]["root_cause"]["category"] == "other"
