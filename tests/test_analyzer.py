@@ -2088,3 +2088,30 @@ def test_an_error_no_family_names_raised_inside_a_collective_is_the_communicatio
     assert run(load_playbook(None), log("acquire_read"))[0]["root_cause"]["category"] == "distributed_comm_hang"
     assert run(load_playbook(None), log("all_reduce"))[0]["root_cause"]["category"] == "distributed_comm_hang"
     assert run(load_playbook(None), log("read_chunk"))[0]["root_cause"]["category"] == "other"
+
+
+def test_what_fails_after_verl_s_final_validation_is_the_teardown_s():
+    """verl prints `Final validation metrics: …` once fit's last step, checkpoint and validation are
+    done, and returns: a worker Ray reports dead after it (processes torn down at exit) leaves the
+    run a pass, also where its step lines were not read (a terminal wrapped them); before it, the
+    same report ends the run."""
+    verl = load_playbook("verl")
+    died = ("(raylet) A worker died or was killed while executing a task by an unexpected system error. "
+            "To troubleshoot the problem, check the logs for the dead worker. RayTask ID: ffff Worker ID: 2a\n")
+    wrapped = "(TaskRunner pid=7) timing_s/update_actor:2.68 - timing_s/testing:21.2 - timing_s/step:30.0 - perf/thr\noughput:619.4\n"
+    final = "(TaskRunner pid=7) (\"Final validation metrics: {'val-core/gsm8k/reward/mean@1': \"\n(TaskRunner pid=7)  \"0.61}\")\n"
+    v, _ = run(verl, wrapped + final + died)
+    assert (v["outcome"], v["root_cause"]) == ("pass", None), v["root_cause"]
+    v, _ = run(verl, wrapped + died)
+    assert v["outcome"] == "crash", v["outcome"]
+
+
+def test_torch_s_internal_assertion_in_its_cuda_layer_is_the_device_runtime_s():
+    """torch's `INTERNAL ASSERT FAILED at "<file>"` names the file: one under c10/cuda (the caching
+    allocator) is the device runtime's state; one elsewhere says nothing of the device."""
+    def exc(path):
+        return f'RuntimeError: !handles_.at(i) INTERNAL ASSERT FAILED at "{path}":393, please report a bug to PyTorch.'
+    cuda = run(load_playbook(None), traceback("[rank0]: ", exc("../c10/cuda/CUDACachingAllocator.cpp")))[0]
+    assert cuda["root_cause"]["category"] == "device_runtime_error", cuda["root_cause"]
+    jit = run(load_playbook(None), traceback("[rank0]: ", exc("../torch/csrc/jit/ir/alias_analysis.cpp")))[0]
+    assert jit["root_cause"]["category"] != "device_runtime_error", jit["root_cause"]
