@@ -81,3 +81,13 @@ def test_a_ray_prefix_with_a_node_address_not_four_numbers_is_peeled():
         line = make_line(1, f"(WorkerDict pid=42417, ip={ip}) AssertionError: Expects tensor on cuda:0", shipped)
         assert (line.text, line.actor, line.proc) == ("AssertionError: Expects tensor on cuda:0", "WorkerDict", f"{ip}:42417")
     assert make_line(2, "(WorkerDict pid=7, ip=a b) x", shipped).text == "(WorkerDict pid=7, ip=a b) x"  # no blank in it
+
+
+def test_markdown_bold_around_a_pasted_error_is_not_the_program_s():
+    """An issue's `**…**` around the error line that matters: the line as the program printed it;
+    stars anywhere else (a call's `**kwargs`, a message's own) stay."""
+    assert make_line(1, "[rank1]: **RuntimeError: world_size (8) is not equal to 4 x 1**", PREFIXES).text \
+        == "RuntimeError: world_size (8) is not equal to 4 x 1"
+    assert make_line(2, "(Env pid=3) **IndexError: index 0", PREFIXES).text == "IndexError: index 0"
+    assert make_line(3, "**self._get_trainer_kwargs(),", PREFIXES).text == "**self._get_trainer_kwargs(),"
+    assert make_line(4, "OutOfMemoryError: CUDA out of memory.** Tried", PREFIXES).text == "OutOfMemoryError: CUDA out of memory.** Tried"

@@ -99,6 +99,12 @@ def as_shown(line: "Line") -> str:
     return text if line.repeat == 1 else f"{text} [repeated {line.repeat}x across cluster]"
 
 
+# Markdown's bold around a pasted error — an issue's emphasis on the line that matters
+# (`[rank1]: **RuntimeError: world_size (8) is not equal to …**`, ms-swift's: tests/corpus/realworld33/3326;
+# `… pid=2125841) **IndexError: index 0`, ROLL's: realworld37/3702): the line as the program printed it.
+EMPHASISED = re.compile(r"\*\*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning)(?:: |$)")
+
+
 def make_line(no: int, raw: str, prefixes: list[re.Pattern], framing=None) -> Line:
     """A cleaned line with its framing (see framing.py: `split`) taken off, once, then its
     prefixes peeled."""
@@ -114,6 +120,8 @@ def make_line(no: int, raw: str, prefixes: list[re.Pattern], framing=None) -> Li
         if m:
             repeat, text = int(m.group(1)), text[: m.start()]
     body, f, prefix = peel(text, prefixes)
+    if body[:2] == "**" and EMPHASISED.match(body):
+        body = body[2:].removesuffix("**")
     if body[:1] in BOXED:
         body = unbox(body)
     elif body[:2] == "  " and (got := ungroup(body)):
