@@ -2071,6 +2071,9 @@ def test_image_tokens_that_do_not_match_the_image_features_are_the_sample_s_shap
     shape; a batch's tensors that disagree in general stay `other`."""
     exc = "ValueError: Image features and image tokens do not match: tokens: 0, features 324"
     assert run(load_playbook(None), traceback("[rank1]: ", exc))[0]["root_cause"]["category"] == "data_format"
+    llava = ("ValueError: The input provided to the model are wrong. The number of image tokens is 0 while the "
+             "number of image given to the model is 2. This prevents correct indexing and breaks batch generation.")
+    assert run(load_playbook(None), traceback("[rank1]: ", llava))[0]["root_cause"]["category"] == "data_format"
     shapes = "RuntimeError: The size of tensor a (64) must match the size of tensor b (361) at non-singleton dimension 1"
     assert run(load_playbook(None), traceback("[rank1]: ", shapes))[0]["root_cause"]["category"] == "other"
 
@@ -2115,3 +2118,11 @@ def test_torch_s_internal_assertion_in_its_cuda_layer_is_the_device_runtime_s():
     assert cuda["root_cause"]["category"] == "device_runtime_error", cuda["root_cause"]
     jit = run(load_playbook(None), traceback("[rank0]: ", exc("../torch/csrc/jit/ir/alias_analysis.cpp")))[0]
     assert jit["root_cause"]["category"] != "device_runtime_error", jit["root_cause"]
+
+
+def test_a_run_silent_after_its_api_client_could_not_connect_says_the_network():
+    """The OpenAI client's APIConnectionError says `Connection error.` when the endpoint cannot be
+    reached; a run that printed it last (an LLM judge's call) and went silent: the network's."""
+    log = ("step 4: reward=0.31 loss=0.12\n" "Error in judge scoring: Connection error.\n")
+    v, _ = run(load_playbook(None), log, ts=1000.0, now=1000.0 + 7200)
+    assert (v["outcome"], v["root_cause"]["category"]) == ("hang", "network_proxy"), v["root_cause"]
