@@ -2126,3 +2126,23 @@ def test_a_run_silent_after_its_api_client_could_not_connect_says_the_network():
     log = ("step 4: reward=0.31 loss=0.12\n" "Error in judge scoring: Connection error.\n")
     v, _ = run(load_playbook(None), log, ts=1000.0, now=1000.0 + 7200)
     assert (v["outcome"], v["root_cause"]["category"]) == ("hang", "network_proxy"), v["root_cause"]
+
+
+def test_the_watchdog_s_own_abort_is_the_watchdog_s_report_not_a_new_cause():
+    """ProcessGroupNCCL's watchdog thread throws DistBackendError with its timeout's message and
+    libstdc++ aborts naming the type: the `what():` says it is the same timeout — the run hangs on
+    the collective, its first watchdog line the root; a DistBackendError whose message is NCCL's own
+    error stays a cause."""
+    dog = ("[rank{r}]:[E ProcessGroupNCCL.cpp:523] [Rank {r}] Watchdog caught collective operation timeout: "
+           "WorkNCCL(SeqNum=9563, OpType=_ALLGATHER_BASE, NumelIn=4096, NumelOut=65536, Timeout(ms)=1800000) "
+           "ran for 1800120 milliseconds before timing out.\n")
+    abort = ("terminate called after throwing an instance of 'c10::DistBackendError'\n"
+             "  what():  [Rank 2] NCCL watchdog thread terminated with exception: [Rank 2] Watchdog caught "
+             "collective operation timeout: WorkNCCL(SeqNum=9563, OpType=_ALLGATHER_BASE) ran for 1800120 milliseconds\n"
+             "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:525 (most recent call first):\n"
+             "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x57 (0x7f in libc10.so)\n")
+    v, _ = run(load_playbook(None), dog.format(r=6) + dog.format(r=4) + abort)
+    assert v["outcome"] == "hang" and "[Rank 6] Watchdog caught" in v["root_cause"]["text"], v["root_cause"]
+    nccl = "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, unhandled system error"
+    rc = run(load_playbook(None), traceback("", nccl))[0]["root_cause"]
+    assert rc["role"] == "cause" and rc["category"] == "distributed_comm_hang", rc
