@@ -2146,3 +2146,17 @@ def test_the_watchdog_s_own_abort_is_the_watchdog_s_report_not_a_new_cause():
     nccl = "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, unhandled system error"
     rc = run(load_playbook(None), traceback("", nccl))[0]["root_cause"]
     assert rc["role"] == "cause" and rc["category"] == "distributed_comm_hang", rc
+
+
+def test_a_watchdog_on_a_gradients_reduction_far_into_training_is_the_update_s():
+    """A collective's watchdog naming an ALLREDUCE (DDP's gradient buckets) or a reduce-scatter
+    (FSDP's) thousands of collectives into its group's run: the update's; the same op among a
+    group's first collectives (set-up's barriers) and a broadcast stay unplaced."""
+    def dog(seq, op):
+        return (f"[rank3]:[E ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: "
+                f"WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800087 "
+                f"milliseconds before timing out.\n")
+    assert run(load_playbook(None), dog(45390, "ALLREDUCE"))[0]["failed_stage"] == 7
+    assert run(load_playbook(None), dog(88211, "_REDUCE_SCATTER_BASE"))[0]["failed_stage"] == 7
+    assert run(load_playbook(None), dog(12, "ALLREDUCE"))[0]["failed_stage"] != 7
+    assert run(load_playbook(None), dog(45390, "BROADCAST"))[0]["failed_stage"] != 7

@@ -97,6 +97,26 @@ def set_up(lines: list[str]) -> int:
     return int(any(int(m[1]) > 1 for t in lines for m in SEQ.finditer(t)))
 
 
+# The collective a watchdog names (`WorkNCCL(SeqNum=45390, OpType=ALLREDUCE, …)`) by its kind: the
+# gradients' reductions — torch DDP's reducer all-reduces each bucket of gradients as the backward pass
+# fills it (c10d/reducer.cpp), FSDP reduce-scatters them in its post-backward hook
+# (fsdp/_runtime_utils.py), DeepSpeed ZeRO and Megatron's DDP reduce them the same ways (ZeRO's
+# average_tensor, Megatron's param_and_grad_buffer) — are the update's. Set-up runs few collectives
+# (a barrier is an ALLREDUCE too): only a group thousands of collectives into its run is training.
+# Labelled (tests/corpus/realworld8/922, realworld14/1522, 1523: TRL and verl trainers timing out in an
+# ALLREDUCE at SeqNum 1236 to 460631, the update each).
+OP = re.compile(r"\bWork[A-Z]+\(SeqNum=(\d+), OpType=(\w+)")
+GRADIENT_OPS = frozenset({"ALLREDUCE", "_REDUCE_SCATTER_BASE", "REDUCE_SCATTER", "REDUCE_SCATTER_TENSOR_COALESCED"})
+TRAINING = 1000  # collectives of a group: past its set-up and its first steps
+
+
+def reduced_stage(lines: list[str]) -> int | None:
+    """actor_update when one of `lines` is a watchdog's report of a gradients' reduction far into its
+    group's run (GRADIENT_OPS, TRAINING), else None."""
+    return next((STAGE_NO["actor_update"] for t in lines for m in OP.finditer(t)
+                 if int(m[1]) >= TRAINING and m[2] in GRADIENT_OPS), None)
+
+
 def read_records(root: Finding, stage: int | None) -> int:
     """The lifecycle's floor for a record's shape that nothing places (`data_format`: a field
     missing, a file that does not parse, an empty batch): the stages before the one that first
@@ -591,6 +611,8 @@ def build_verdict(an, now: float | None) -> dict:
         basis = "placed" if stage is not None else None
         if stage is None and root.category == "distributed_comm_hang" and (called := called_stage(an, root)) is not None:
             stage, basis = called, "called"
+        if stage is None and (reduced := reduced_stage([root.text])) is not None:
+            stage, basis = reduced, "words"  # the collective it names: what its line says
         # what the error's own message names is the operation it stopped, whatever phase a bar or a
         # marker says had begun (`Error executing tool lookup: Timed out …` while a generation bar counts)
         said = message_stage(an.pb, root, top) if stage is None else None
