@@ -2160,3 +2160,24 @@ def test_a_watchdog_on_a_gradients_reduction_far_into_training_is_the_update_s()
     assert run(load_playbook(None), dog(88211, "_REDUCE_SCATTER_BASE"))[0]["failed_stage"] == 7
     assert run(load_playbook(None), dog(12, "ALLREDUCE"))[0]["failed_stage"] != 7
     assert run(load_playbook(None), dog(45390, "BROADCAST"))[0]["failed_stage"] != 7
+
+
+def test_the_call_the_driver_waited_in_places_a_worker_that_vanished():
+    """The raylet reports a dead worker (nothing of what it was doing); the driver's RayTaskError
+    after it carries the call that waited on it — `update_actor` under `fit`: the update, whatever
+    the worker printed last (an entropy's shape, a training-data word)."""
+    log = ("(WorkerDict pid=320330) entropy_loss shape: torch.Size([])\n"
+           "(raylet) A worker died or was killed while executing a task by an unexpected system error. To "
+           "troubleshoot the problem, check the logs for the dead worker. Worker exit type: SYSTEM_ERROR Worker "
+           "exit detail: Worker exits unexpectedly. Worker exits with an exit code None.\n"
+           "Traceback (most recent call last):\n"
+           '  File "/srv/rl/main.py", line 40, in main\n'
+           "    ray.get(runner.run.remote(cfg))\n"
+           "ray.exceptions.RayTaskError(ActorDiedError): ray::TaskRunner.run() (pid=310306, ip=127.0.0.1)\n"
+           '  File "/srv/rl/trainer.py", line 913, in fit\n'
+           "    actor_output = self.actor_rollout_wg.update_actor(batch)\n"
+           '  File "/venv/lib/python3.11/site-packages/ray/_private/worker.py", line 2782, in get\n'
+           "    values, debugger_breakpoint = worker.get_objects(object_refs, timeout=timeout)\n"
+           "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n")
+    v, _ = run(load_playbook(None), log)
+    assert v["failed_stage"] == 7 and "A worker died" in v["root_cause"]["text"], (v["failed_stage"], v["root_cause"]["text"])

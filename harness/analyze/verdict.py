@@ -438,10 +438,21 @@ def consequence_stage(findings: list[Finding], root: Finding) -> int | None:
     vLLM's client raises EngineDeadError ("See stack trace (above) for the root cause",
     v1/engine/exceptions.py) in the call that was generating when the engine core died
     (tests/corpus/realworld21/2104, an ms-swift multi-turn rollout). Consequences only (the
-    playbooks' `role: downstream`: an engine dead, a communicator aborted); wrappers were tried as
-    well and moved no labelled case."""
+    playbooks' `role: downstream`: an engine dead, a communicator aborted, placed by a signature
+    or any path); a wrapper's own call path is read before the words before the root (`waited_stage`)."""
     return next((f.stage for f in findings if f.line_no > root.line_no and f.role == "downstream"
                  and f.stage is not None), None)
+
+
+def waited_stage(findings: list[Finding], root: Finding) -> int | None:
+    """The stage of the first wrapper after `root` that its own call path places: the caller's
+    report of the failure (Ray's `RayTaskError(ActorDiedError)` raised in the driver's `ray.get`)
+    names the call that waited on the failing process — verl's `fit` → `actor_rollout_wg.update_actor(batch)`
+    when a worker vanished under the update (tests/corpus/realworld49/4921: the raylet's report of
+    the dead worker, then the driver's); what that process printed just before (`context_stage`)
+    may be any phase's words, a process name (`by_context`) its role, not the call."""
+    return next((f.stage for f in findings if f.line_no > root.line_no and f.role == "wrapper"
+                 and f.stage is not None and not f.by_context), None)
 
 
 def called_stage(an, root: Finding) -> int | None:
@@ -622,7 +633,7 @@ def build_verdict(an, now: float | None) -> dict:
             if (under := phase_under_way(an, root.first_no or root.line_no, root.context + root.lines[:1],
                                          stage)) is not None:
                 stage, basis = under, "under way"
-        if stage is None and (stage := said or context_stage(an, root.context, top)
+        if stage is None and (stage := said or waited_stage(findings, root) or context_stage(an, root.context, top)
                               or consequence_stage(findings, root) or opened_stage(findings, root)) is not None:
             # words, not a path: the lifecycle bounds them; an error raised while scoring is the reward function's
             root, basis = replace(root, guessed=True, category=scored_category(root, stage)), "words"
