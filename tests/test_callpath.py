@@ -1713,3 +1713,14 @@ def test_a_helper_that_builds_a_mask_names_no_phase_whatever_its_verb(pb):
                 "RuntimeError: set micro_batch_size in the config"]
     assert stage_of(pb, lines("generate_attention_mask"))[0] == 6
     assert stage_of(pb, lines("_update_causal_mask"))[0] == 6
+
+
+def test_a_command_line_dispatcher_relays_the_call_and_names_no_phase(pb):
+    """python-fire's `_CallAndUpdateTrace` (and click's, typer's, Hydra's, absl's dispatch) calls the
+    script's main: no update; the script's own frames name the work."""
+    from harness.analyze.callpath import path_stage
+
+    fire = 'File "/venv/lib/python3.11/site-packages/fire/core.py", line 684, in _CallAndUpdateTrace'
+    assert path_stage(pb, [[fire]]) is None
+    hydra = 'File "/venv/lib/python3.11/site-packages/hydra/_internal/utils.py", line 223, in run_and_report'
+    assert path_stage(pb, [[hydra, 'File "/srv/tinyrl/trainer.py", line 80, in compute_log_prob']]) == 6
