@@ -2165,8 +2165,10 @@ def test_a_watchdog_on_a_gradients_reduction_far_into_training_is_the_update_s()
 def test_the_call_the_driver_waited_in_places_a_worker_that_vanished():
     """The raylet reports a dead worker (nothing of what it was doing); the driver's RayTaskError
     after it carries the call that waited on it — `update_actor` under `fit`: the update, whatever
-    the worker printed last (an entropy's shape, a training-data word)."""
-    log = ("(WorkerDict pid=320330) entropy_loss shape: torch.Size([])\n"
+    the worker printed last (an entropy's shape, a training-data word) and whatever phase a bar open
+    since the first step says is under way."""
+    log = ("(TaskRunner pid=310306) Training Progress:   0%|          | 0/100 [00:00<?, ?it/s]\n"
+           "(WorkerDict pid=320330) entropy_loss shape: torch.Size([])\n"
            "(raylet) A worker died or was killed while executing a task by an unexpected system error. To "
            "troubleshoot the problem, check the logs for the dead worker. Worker exit type: SYSTEM_ERROR Worker "
            "exit detail: Worker exits unexpectedly. Worker exits with an exit code None.\n"

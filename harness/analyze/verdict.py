@@ -449,8 +449,9 @@ def waited_stage(findings: list[Finding], root: Finding) -> int | None:
     report of the failure (Ray's `RayTaskError(ActorDiedError)` raised in the driver's `ray.get`)
     names the call that waited on the failing process — verl's `fit` → `actor_rollout_wg.update_actor(batch)`
     when a worker vanished under the update (tests/corpus/realworld49/4921: the raylet's report of
-    the dead worker, then the driver's); what that process printed just before (`context_stage`)
-    may be any phase's words, a process name (`by_context`) its role, not the call."""
+    the dead worker, then the driver's; realworld50/5026, the same while verl's `Training Progress`
+    bar, open since the first step, said a dispatch was under way); what that process printed just
+    before (`context_stage`) may be any phase's words, a process name (`by_context`) its role, not the call."""
     return next((f.stage for f in findings if f.line_no > root.line_no and f.role == "wrapper"
                  and f.stage is not None and not f.by_context), None)
 
@@ -625,15 +626,16 @@ def build_verdict(an, now: float | None) -> dict:
         if stage is None and (reduced := reduced_stage([root.text])) is not None:
             stage, basis = reduced, "words"  # the collective it names: what its line says
         # what the error's own message names is the operation it stopped, whatever phase a bar or a
-        # marker says had begun (`Error executing tool lookup: Timed out …` while a generation bar counts)
-        said = message_stage(an.pb, root, top) if stage is None else None
+        # marker says had begun (`Error executing tool lookup: Timed out …` while a generation bar counts);
+        # so is the call a caller's report of it waited in (`update_actor` while the step's bar counts)
+        said = (message_stage(an.pb, root, top) or waited_stage(findings, root)) if stage is None else None
         if said is None and (stage is None or root.by_context or root.guessed):  # a stage under way says
             # more than a process's name, the callers or a training loop
             # (the lines before its block and the block's first: what was under way when it began)
             if (under := phase_under_way(an, root.first_no or root.line_no, root.context + root.lines[:1],
                                          stage)) is not None:
                 stage, basis = under, "under way"
-        if stage is None and (stage := said or waited_stage(findings, root) or context_stage(an, root.context, top)
+        if stage is None and (stage := said or context_stage(an, root.context, top)
                               or consequence_stage(findings, root) or opened_stage(findings, root)) is not None:
             # words, not a path: the lifecycle bounds them; an error raised while scoring is the reward function's
             root, basis = replace(root, guessed=True, category=scored_category(root, stage)), "words"
