@@ -2183,3 +2183,29 @@ def test_the_call_the_driver_waited_in_places_a_worker_that_vanished():
            "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n")
     v, _ = run(load_playbook(None), log)
     assert v["failed_stage"] == 7 and "A worker died" in v["root_cause"]["text"], (v["failed_stage"], v["root_cause"]["text"])
+
+
+def test_a_report_of_name_value_items_names_no_phase_under_way():
+    """A loop without a logger reports `name value` items between commas (mlx-lm's `Iter 50: Train
+    loss 0.045, Chosen reward -0.169, …`, nanoGPT's `iter 1: loss 0.0000, time 103.2ms`): a run
+    silent after it is not read as stuck in the update its `loss` would name; a sentence with a
+    number in it is no report."""
+    from harness.analyze.metrics import reports
+
+    assert reports("Iter 50: Train loss 0.045, Chosen reward -0.169, Accuracy 0.800, It/sec 0.678")
+    assert reports("iter 1: loss 0.0000 (main 0.0000, critic 0.0000), time 103634.20ms")
+    assert not reports("Generating sequences for batch 3, step 2")
+    log = "Iter 40: Train loss 0.051, Chosen reward -0.170, Rejected reward -0.241, Accuracy 0.790\n"
+    v, _ = run(load_playbook(None), log, ts=1000.0, now=1000.0 + 7200)
+    assert v["outcome"] == "hang" and v["failed_stage"] != 7, (v["failed_stage"], v["root_cause"])
+
+
+def test_a_loss_printed_alone_as_nan_is_a_wrong_result():
+    """A summary printed a metric a line (a W&B run's summary copied key by key, a loop's
+    `print(f"loss: {loss}")`): `actor/pg_loss: NaN` says the update's loss is not a number; a
+    finite value alone says nothing."""
+    log = "step 118 done\nactor/entropy: 0.41\nactor/pg_loss: NaN\nactor/lr: 1e-6\n"
+    v, _ = run(load_playbook(None), log)
+    assert (v["outcome"], v["failed_stage"]) == ("wrong_result", 7), (v["outcome"], v["failed_stage"])
+    fine, _ = run(load_playbook(None), "step 118 done\nactor/pg_loss: 0.12\n")
+    assert fine["outcome"] != "wrong_result", fine["outcome"]

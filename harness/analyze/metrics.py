@@ -43,19 +43,35 @@ DICT_ITEM = re.compile(r"""^ ?['"][^'"]+['"]: [^{}]*(?:,|\})$""")
 DICT_LINES = 200  # a dict longer than this is no step's metrics: read what was gathered
 
 
+# `name value` items between commas, the way a loop without a logger words its report — mlx-lm's
+# trainers (`Iter 50: Train loss 0.045, Chosen reward -0.169, …, It/sec 0.678`), nanoGPT's and the
+# loops written after it (`iter 1: loss 0.0000 (main 0.0000, critic 0.0000), time 103634.20ms`):
+# tests/corpus/realworld50/5016, realworld51/5117 and 5125. A report's shape, not its values' keys.
+_SPACED = re.compile(r"(?:^|[,:(]) *[A-Za-z][\w/.-]*(?: [A-Za-z][\w/.-]*)* [-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+|nan|inf)"
+                     r"(?:%|[a-z]{1,2})?(?=[,)]|\s*$| \()")
+
+
 def measures(text: str) -> bool:
     """Whether a line holds a `key: number` pair: it reports a value, not the work under way."""
-    return _PAIR.search(text) is not None
+    return _PAIR.search(text) is not None or len(_SPACED.findall(text)) >= GENERIC_PAIRS
 
 
 def reports(text: str) -> bool:
-    """Whether a line holds at least GENERIC_PAIRS `key: number` pairs: a report of metrics."""
-    return len(_PAIR.findall(text)) >= GENERIC_PAIRS
+    """Whether a line holds at least GENERIC_PAIRS `key: number` pairs (or `name value` items): a
+    report of metrics."""
+    return len(_PAIR.findall(text)) >= GENERIC_PAIRS or len(_SPACED.findall(text)) >= GENERIC_PAIRS
+
+
+# A line that is one such key and a value that is not finite — a summary printed a metric a line
+# (`actor/pg_loss: NaN`, a W&B run's summary copied key by key: tests/corpus/realworld51/5124), a
+# loop's `print(f"loss: {loss}")`: the program says the value is not a number, whatever else it reports.
+LONE_NONFINITE = re.compile(r"""^['"]?(?:[\w.]+/)*\w*(?:loss|reward|grad_norm)['"]?\s*[:=]\s*"""
+                            r"""(?:nan|NaN|NAN|[-+]?(?:inf|Inf|Infinity))$""")
 
 
 def generic_metrics(text: str, keys: dict[str, re.Pattern]) -> dict[str, float]:
     """`parse_metrics` of a line of that shape (empty if it is not one)."""
-    if GENERIC.search(text) is None or not reports(text):
+    if GENERIC.search(text) is None or not (reports(text) or LONE_NONFINITE.match(text.strip())):
         return {}
     return parse_metrics(text, GENERIC_KEYS) | parse_metrics(text, keys)  # a playbook's key over a last word
 
