@@ -439,7 +439,7 @@ def consequence_stage(findings: list[Finding], root: Finding) -> int | None:
     v1/engine/exceptions.py) in the call that was generating when the engine core died
     (tests/corpus/realworld21/2104, an ms-swift multi-turn rollout). Consequences only (the
     playbooks' `role: downstream`: an engine dead, a communicator aborted, placed by a signature
-    or any path); a wrapper's own call path is read before the words before the root (`waited_stage`)."""
+    or any path); a wrapper's own call path is read earlier, with the error's message (`waited_stage`)."""
     return next((f.stage for f in findings if f.line_no > root.line_no and f.role == "downstream"
                  and f.stage is not None), None)
 
