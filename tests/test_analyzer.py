@@ -2150,8 +2150,9 @@ def test_the_watchdog_s_own_abort_is_the_watchdog_s_report_not_a_new_cause():
 
 def test_a_watchdog_on_a_gradients_reduction_far_into_training_is_the_update_s():
     """A collective's watchdog naming an ALLREDUCE (DDP's gradient buckets) or a reduce-scatter
-    (FSDP's) thousands of collectives into its group's run: the update's; the same op among a
-    group's first collectives (set-up's barriers) and a broadcast stay unplaced."""
+    (FSDP's) thousands of collectives into its group's run: the update's, unless a phase under way
+    says otherwise; the same op among a group's first collectives (set-up's barriers) and a broadcast
+    stay unplaced."""
     def dog(seq, op):
         return (f"[rank3]:[E ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: "
                 f"WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800087 "
@@ -2160,6 +2161,9 @@ def test_a_watchdog_on_a_gradients_reduction_far_into_training_is_the_update_s()
     assert run(load_playbook(None), dog(88211, "_REDUCE_SCATTER_BASE"))[0]["failed_stage"] == 7
     assert run(load_playbook(None), dog(12, "ALLREDUCE"))[0]["failed_stage"] != 7
     assert run(load_playbook(None), dog(45390, "BROADCAST"))[0]["failed_stage"] != 7
+    # a phase a marker says is under way says more than the op's kind: slime's weight sync begun
+    synced = run(load_playbook(None), "step 12: loss=0.3\nTimer update_weights start\n" + dog(45390, "ALLREDUCE"))[0]
+    assert (synced["failed_stage"], synced["stage_basis"]) == (2, "under way"), synced["stage_basis"]
 
 
 def test_the_call_the_driver_waited_in_places_a_worker_that_vanished():

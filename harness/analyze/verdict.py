@@ -102,7 +102,8 @@ def set_up(lines: list[str]) -> int:
 # fills it (c10d/reducer.cpp), FSDP reduce-scatters them in its post-backward hook
 # (fsdp/_runtime_utils.py), DeepSpeed ZeRO and Megatron's DDP reduce them the same ways (ZeRO's
 # average_tensor, Megatron's param_and_grad_buffer) — are the update's. Set-up runs few collectives
-# (a barrier is an ALLREDUCE too): only a group thousands of collectives into its run is training.
+# (a barrier is an ALLREDUCE too): only a group thousands of collectives into its run is training. What
+# its line names, read after a phase a marker says is under way (a weight sync's all-reduce is the sync's).
 # Labelled (tests/corpus/realworld8/922, realworld14/1522, 1523: TRL and verl trainers timing out in an
 # ALLREDUCE at SeqNum 1236 to 460631, the update each).
 OP = re.compile(r"\bWork[A-Z]+\(SeqNum=(\d+), OpType=(\w+)")
@@ -623,8 +624,6 @@ def build_verdict(an, now: float | None) -> dict:
         basis = "placed" if stage is not None else None
         if stage is None and root.category == "distributed_comm_hang" and (called := called_stage(an, root)) is not None:
             stage, basis = called, "called"
-        if stage is None and (reduced := reduced_stage([root.text])) is not None:
-            stage, basis = reduced, "words"  # the collective it names: what its line says
         # what the error's own message names is the operation it stopped, whatever phase a bar or a
         # marker says had begun (`Error executing tool lookup: Timed out …` while a generation bar counts);
         # so is the call a caller's report of it waited in (`update_actor` while the step's bar counts)
@@ -635,7 +634,7 @@ def build_verdict(an, now: float | None) -> dict:
             if (under := phase_under_way(an, root.first_no or root.line_no, root.context + root.lines[:1],
                                          stage)) is not None:
                 stage, basis = under, "under way"
-        if stage is None and (stage := said or context_stage(an, root.context, top)
+        if stage is None and (stage := said or reduced_stage([root.text]) or context_stage(an, root.context, top)
                               or consequence_stage(findings, root) or opened_stage(findings, root)) is not None:
             # words, not a path: the lifecycle bounds them; an error raised while scoring is the reward function's
             root, basis = replace(root, guessed=True, category=scored_category(root, stage)), "words"
