@@ -369,12 +369,13 @@ def _warned(context: list[str], pb: Playbook) -> tuple[str, str] | None:
     itself), but a traceback that stops right after it, its exception lost (tests/corpus/realworld48/4817,
     a paste), failed where the allocator did; of a run of such lines, its first."""
     said = [_levelled_family(t, pb) for t in context]
-    for i in range(len(said) - 1, max(len(said) - WARNED_BACK, 0) - 1, -1):
-        if said[i] is not None:
-            while i > 0 and said[i - 1] is not None and said[i - 1][1] == said[i][1]:
-                i -= 1  # the first of its run: the lines after it repeat the failure (each retry's)
-            return said[i]
-    return None
+    near = [i for i in range(max(len(said) - WARNED_BACK, 0), len(said)) if said[i] is not None]
+    if not near:
+        return None
+    i = near[-1]
+    while i > 0 and said[i - 1] is not None and said[i - 1][1] == said[i][1]:
+        i -= 1  # the first of its run: the lines after it repeat the failure (each retry's)
+    return said[i]
 
 
 def _levelled_family(text: str, pb: Playbook) -> tuple[str, str] | None:

@@ -23,7 +23,8 @@ WANDB_ROW = re.compile(r"^wandb:\s+(?P<key>[A-Za-z_][\w/@.\-]*)\s+"
 # grad_norm with a number (OpenRLHF's tqdm postfix `policy_loss=0.01, kl=…`, slime's `rollout N: {…}`,
 # a trainer's own `step 3 | loss=nan | …`). It counts when it holds at least GENERIC_PAIRS pairs; the
 # analyzer reads one when it holds a non-finite value (GENERIC_WORDS: the gate lets those through).
-GENERIC = re.compile(r"""(?:^|[\s,{|(\[])['"]?(?:[\w.]+/)*\w*(?:loss|reward|grad_norm)['"]?\s*[:=]\s*"""
+_GENERIC_KEY = r"""['"]?(?:[\w.]+/)*\w*(?:loss|reward|grad_norm)['"]?\s*[:=]\s*"""  # a key of that family, its separator
+GENERIC = re.compile(r"""(?:^|[\s,{|(\[])""" + _GENERIC_KEY +
                      r"""(?:np\.float\d+\(|tensor\(|['"])?[-+]?(?:\d|\.\d|nan|NaN|inf|Inf)""")
 GENERIC_PAIRS = 3
 # the gate's literals for them: NaN, and an infinity as a value (`: inf`, `=-inf`, JSON's Infinity)
@@ -65,8 +66,7 @@ def reports(text: str) -> bool:
 # A line that is one such key and a value that is not finite — a summary printed a metric a line
 # (`actor/pg_loss: NaN`, a W&B run's summary copied key by key: tests/corpus/realworld51/5124), a
 # loop's `print(f"loss: {loss}")`: the program says the value is not a number, whatever else it reports.
-LONE_NONFINITE = re.compile(r"""^['"]?(?:[\w.]+/)*\w*(?:loss|reward|grad_norm)['"]?\s*[:=]\s*"""
-                            r"""(?:nan|NaN|NAN|[-+]?(?:inf|Inf|Infinity))$""")
+LONE_NONFINITE = re.compile("^" + _GENERIC_KEY + r"(?:nan|NaN|NAN|[-+]?(?:inf|Inf|Infinity))$")
 
 
 def generic_metrics(text: str, keys: dict[str, re.Pattern]) -> dict[str, float]:

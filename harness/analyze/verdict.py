@@ -87,8 +87,8 @@ def first_pass(reached: dict[int, tuple[int, str]], line_no: int) -> int:
 # ProcessGroupNCCL numbers the collectives of a group and its watchdog names the one that timed out,
 # `WorkNCCL(SeqNum=131, OpType=_ALLGATHER_BASE, …)` (torch_npu's ProcessGroupHCCL the same,
 # `WorkHCCL(SeqNum=196, OpType=ALLREDUCE, …)`): a number past the first says the group had run
-# collectives before it — it was set up, and in use.
-SEQ = re.compile(r"\bWork[A-Z]+\(SeqNum=(\d+)")
+# collectives before it — it was set up, and in use. Its op (`reduced_stage`) when the watchdog names it.
+SEQ = re.compile(r"\bWork[A-Z]+\(SeqNum=(\d+)(?:, OpType=(\w+))?")
 
 
 def set_up(lines: list[str]) -> int:
@@ -106,7 +106,6 @@ def set_up(lines: list[str]) -> int:
 # its line names, read after a phase a marker says is under way (a weight sync's all-reduce is the sync's).
 # Labelled (tests/corpus/realworld8/922, realworld14/1522, 1523: TRL and verl trainers timing out in an
 # ALLREDUCE at SeqNum 1236 to 460631, the update each).
-OP = re.compile(r"\bWork[A-Z]+\(SeqNum=(\d+), OpType=(\w+)")
 GRADIENT_OPS = frozenset({"ALLREDUCE", "_REDUCE_SCATTER_BASE", "REDUCE_SCATTER", "REDUCE_SCATTER_TENSOR_COALESCED"})
 TRAINING = 1000  # collectives of a group: past its set-up and its first steps
 
@@ -114,7 +113,7 @@ TRAINING = 1000  # collectives of a group: past its set-up and its first steps
 def reduced_stage(lines: list[str]) -> int | None:
     """actor_update when one of `lines` is a watchdog's report of a gradients' reduction far into its
     group's run (GRADIENT_OPS, TRAINING), else None."""
-    return next((STAGE_NO["actor_update"] for t in lines for m in OP.finditer(t)
+    return next((STAGE_NO["actor_update"] for t in lines for m in SEQ.finditer(t)
                  if int(m[1]) >= TRAINING and m[2] in GRADIENT_OPS), None)
 
 
