@@ -2213,3 +2213,103 @@ def test_a_loss_printed_alone_as_nan_is_a_wrong_result():
     assert (v["outcome"], v["failed_stage"]) == ("wrong_result", 7), (v["outcome"], v["failed_stage"])
     fine, _ = run(load_playbook(None), "step 118 done\nactor/pg_loss: 0.12\n")
     assert fine["outcome"] != "wrong_result", fine["outcome"]
+
+
+def test_a_driver_waiting_in_ray_get_does_not_place_the_failure_in_its_loop():
+    """A driver's `train` that only waits on its actors (`ray.get(refs)`, the frames inside it Ray's
+    own), its traceback cut there: what failed ran in the actors, not in the loop's own code — a
+    training loop's name does not make it the update's data. A call on that line names the remote
+    work when it does (`ray.get(actor.async_train(…))`), and a loop whose own code failed (a frame of
+    a library inside it) stays the loop's."""
+    head = ("Traceback (most recent call last):\n"
+            '  File "/srv/rl/cli/train_ppo.py", line 390, in <module>\n'
+            "    train(args)\n"
+            '  File "/srv/rl/cli/train_ppo.py", line 171, in train\n')
+    ray = ('  File "/venv/lib/python3.11/site-packages/ray/_private/auto_init_hook.py", line 21, in auto_init_wrapper\n'
+           "    return fn(*args, **kwargs)\n"
+           '  File "/venv/lib/python3.11/site-packages/ray/_private/client_mode_hook.py", line 103, in wrapper\n'
+           "    return func(*args, **kwargs)\n")
+    waiting, _ = run(load_playbook(None), head + "    ray.get(refs)\n" + ray)
+    assert waiting["failed_stage"] != 6, (waiting["failed_stage"], waiting["stage_basis"])
+    named, _ = run(load_playbook(None), head + "    ray.get(actor_group.async_train(rollout_id))\n" + ray)
+    assert named["stage_basis"] == "placed" and named["failed_stage"] == 6, (named["failed_stage"], named["stage_basis"])
+    own, _ = run(load_playbook(None), head + "    batch = torch.cat(parts)\n"
+                 "RuntimeError: Sizes of tensors must match except in dimension 0. Expected size 8 but got size 7\n")
+    assert own["failed_stage"] == 6, own["failed_stage"]
+
+
+def test_an_attribute_missing_on_the_way_to_a_call_is_that_calls_failure():
+    """torch's nn.Module.__getattr__ raises before the call its caller's line makes on what it looks
+    up (`self.actor_critic.module.generate(`): that call is the work the run was starting."""
+    log = ("Traceback (most recent call last):\n"
+           '  File "/srv/rlhf/ppo.py", line 614, in train\n'
+           "    ) = self.actor_critic.module.generate(\n"
+           '  File "/venv/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1614, in __getattr__\n'
+           "    raise AttributeError(\"'{}' object has no attribute '{}'\".format(\n"
+           "AttributeError: 'ActorCritic' object has no attribute 'module'. Did you mean: 'modules'?\n")
+    v, _ = run(load_playbook(None), log)
+    assert (v["failed_stage"], v["stage_basis"]) == (2, "placed"), (v["failed_stage"], v["stage_basis"])
+
+
+def test_a_device_assertion_under_a_frame_is_no_source_line():
+    """A paste that begins on a frame, then the kernel's assertions (`file.cu:N: fn: … Assertion …
+    failed.`): the first assertion is not the frame's statement — the root cause is the first one."""
+    assert_line = ("../aten/src/ATen/native/cuda/Indexing.cu:1292: indexSelectLargeIndex: block: [3,0,0], "
+                   "thread: [{}, 0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n")
+    log = ('  File "/venv/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1518, in _wrapped_call_impl\n'
+           + "".join(assert_line.format(t) for t in (40, 41, 42)))
+    v, _ = run(load_playbook(None), log)
+    assert v["root_cause"]["line_no"] == 2, v["root_cause"]
+
+
+@pytest.mark.parametrize("line, category", [
+    ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Connection closed by peer [10.0.0.7]:41236",
+     "distributed_comm_hang"),
+    # said at an error's level just before a traceback cut short (the thread that died of it)
+    ("[E1203 04:11:09.1234 ProcessGroupGloo.cpp:143] Gloo connectFullMesh failed with "
+     "[../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error\n"
+     "Exception in thread Thread-6 (_run_queue):\nTraceback (most recent call last):\n"
+     '  File "/usr/lib/python3.10/threading.py", line 1016, in _bootstrap_inner\n'
+     "    self.run()\n"
+     '  File "/srv/env/worker.py", line 88, in _run_queue\n'
+     "    self._group = dist.new_group(backend=\"gloo\")", "distributed_comm_hang"),
+    ("ValueError: signal only works in main thread of the main interpreter", "reward_parsing"),
+])
+def test_error_families_of_gloo_and_signal_timeouts(line, category):
+    v, _ = run(load_playbook(None), line + "\n")
+    assert v["root_cause"]["category"] == category, v["root_cause"]
+
+
+def test_a_fatal_signal_from_abseils_handler_is_a_crash():
+    """Ray's processes install absl's failure handler: `*** SIGBUS received at time=…` (as SIGSEGV,
+    SIGILL, SIGFPE, SIGABRT) is a process dying of its own fault; SIGTERM is a request to stop."""
+    log = ("(raylet) *** {} received at time=1749878572 on cpu 12 ***\n"
+           "(raylet) PC: @     0x7f65bf115c61  (unknown)  (unknown)\n"
+           "(raylet)     @     0x56423c3996c4       1200  ray::ObjectManager::ReceiveObjectChunk()\n")
+    v, _ = run(load_playbook(None), log.format("SIGBUS"), ts=1000.0, now=1000.0 + 7200)
+    assert v["outcome"] == "crash" and "SIGBUS" in v["root_cause"]["text"], (v["outcome"], v["root_cause"])
+    term, _ = run(load_playbook(None), log.format("SIGTERM"), ts=1000.0, now=1000.0 + 7200)
+    assert term["outcome"] != "crash", term["outcome"]
+
+
+def test_log_probs_of_exactly_zero_are_a_wrong_result_of_the_training_data():
+    """A sequence's log-probability sums one negative term per scored token: DPO's logps at 0.0 (its
+    loss stuck at ln 2) scored no token. Healthy ones are far below zero."""
+    row = ("{{'loss': {loss}, 'learning_rate': 5e-07, 'rewards/chosen': 0.0, 'rewards/rejected': 0.0, "
+           "'logps/rejected': {lp}, 'logps/chosen': {lp}, 'epoch': 0.4}}\n")
+    v, _ = run(load_playbook(None), row.format(loss=0.6931, lp=0.0))
+    assert (v["outcome"], v["failed_stage"]) == ("wrong_result", 6), (v["outcome"], v["failed_stage"])
+    fine, _ = run(load_playbook(None), row.format(loss=0.52, lp=-143.2))
+    assert fine["outcome"] == "pass", fine["outcome"]
+
+
+def test_the_watchdogs_first_line_of_a_timeout_is_the_root_cause():
+    """torch's watchdog says `Timeout at NCCL work: N, last enqueued …` before `Some NCCL operations
+    have failed or timed out` and the exception it terminates with: the first of them is the root."""
+    log = ("[rank2]:[E1203 10:00:01.1 ProcessGroupNCCL.cpp:1834] [PG ID 0 PG GUID 0(default_pg) Rank 2] Timeout at "
+           "NCCL work: 57, last enqueued NCCL work: 57, last completed NCCL work: 56.\n"
+           "[rank2]:[E1203 10:00:01.1 ProcessGroupNCCL.cpp:630] [Rank 2] Some NCCL operations have failed or timed "
+           "out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on "
+           "corrupted/incomplete data.\n")
+    v, _ = run(load_playbook(None), log, ts=1000.0, now=1000.0 + 7200)
+    assert v["root_cause"]["line_no"] == 1 and v["root_cause"]["category"] == "distributed_comm_hang", v["root_cause"]

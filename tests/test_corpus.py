@@ -2,7 +2,7 @@
 split. A drop below a floor is a regression; raise a floor when the analyzer improves. The
 development splits (realworld, realworld2) have the floors the analyzer was built to; realworld3
 and realworld4 (collected for this repository) were not tuned on, and their floors are what
-general rules reach on them; realworld5 to realworld29 and realworld31 to realworld51 were held out (scored blind
+general rules reach on them; realworld5 to realworld29 and realworld31 to realworld52 were held out (scored blind
 first, README); realworld5, 7 and 9 to 22 are development data since (corpus_eval.HELD_OUT: the rest); realworld30 was development data from the start. No file is special-cased anywhere (see tests/corpus_eval.py)."""
 
 import pytest
@@ -78,9 +78,12 @@ FLOORS = {
     ("realworld46",): {"stage": 0.57, "category": 0.64, "digest": 1.0, "chosen": 0.85},  # blind at 1d9a69a: issues and notes
     ("realworld47",): {"stage": 0.83, "category": 0.41, "digest": 1.0, "chosen": 0.83},  # blind at 924802f (83 / 33 / 92 / 75), misses read once
     ("realworld48",): {"stage": 0.59, "category": 0.72, "digest": 1.0, "chosen": 0.95},  # blind at 46f6009 (45 / 50 / 100 / 91), misses read once
-    ("realworld49",): {"stage": 0.57, "category": 0.88, "digest": 1.0, "chosen": 0.89},  # blind at 0e3be76 (58 / 79 / 100 / 84), misses read once
+    # category .84: 4912 (AgentFlow's code tool: `Error executing code: signal only works in main thread`, labelled
+    # other) is read since 2026-12-07 as the family of verifiers' signal timeouts off the main thread (reward_parsing)
+    ("realworld49",): {"stage": 0.57, "category": 0.84, "digest": 1.0, "chosen": 0.89},  # blind at 0e3be76 (58 / 79 / 100 / 84), misses read once
     ("realworld50",): {"stage": 0.45, "category": 0.50, "digest": 1.0, "chosen": 0.86},  # blind at 5a7bc0f (36 / 45 / 100 / 86), misses read once
     ("realworld51",): {"stage": 0.71, "category": 0.64, "digest": 1.0, "chosen": 0.71},  # blind at 1e1d508 (71 / 57 / 100 / 71), misses read once
+    ("realworld52",): {"stage": 0.72, "category": 0.48, "digest": 1.0, "chosen": 0.89},  # blind at 3112729 (59 / 45 / 100 / 79), misses read once
 }
 
 

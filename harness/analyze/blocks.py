@@ -146,6 +146,13 @@ def is_exception_line(text: str) -> re.Match | None:
     return BARE_BUILTIN.match(text)
 
 
+# A diagnostic headed by its source file and line, never a Python statement: a device-side
+# assertion (ATen's `../aten/src/ATen/native/cuda/Indexing.cu:1292: indexSelectLargeIndex: … Assertion
+# `srcIndex < srcSelectDimSize` failed.`, printed under the frame that launched the kernel:
+# tests/corpus/realworld52/5218), a Python warning (`path.py:8: RuntimeWarning: …`).
+DIAGNOSTIC = re.compile(r"^\S+\.\w+:\d+: ")
+
+
 class BlockAssembler:
     """Tracks one open block per process. `feed` returns the blocks that closed."""
 
@@ -312,9 +319,11 @@ class BlockAssembler:
         """Whether `text`, at column 0, is the source line Python printed under the frame just
         before it: a traceback pasted without its indentation (an issue's text, a logger that
         strips lines) keeps its shape — a frame, its statement, the carets, the exception. Not a
-        line that reads as an exception, nor after a faulthandler frame (it prints no source)."""
+        line that reads as an exception, nor after a faulthandler frame (it prints no source), nor
+        a `file:N: ` diagnostic (`DIAGNOSTIC`)."""
         if (not text or text[:1] in (" ", "\t") + PANEL or blk.innermost_first or not blk.lines
-                or not FRAME.match(blk.lines[-1].text) or FRAME.match(text) or TB_START.match(text)):
+                or not FRAME.match(blk.lines[-1].text) or FRAME.match(text) or TB_START.match(text)
+                or DIAGNOSTIC.match(text)):
             return False
         m = is_exception_line(text)
         return not (LOOSE_EXC.match(text) or (m and _looks_like_type(m.group("type"))))

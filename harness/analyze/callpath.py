@@ -128,6 +128,12 @@ def handed(code: str) -> list[str]:
     return [TARGET + h["name"]] if h["name"] not in ("self", "cls") and h["name"].strip("_") else []
 
 
+# An attribute's lookup (torch nn.Module.__getattr__ raising `'ActorCritic' object has no attribute
+# 'module'`: tests/corpus/realworld52/5219) runs before the call its line makes on what it finds: the
+# caller's line says which work was about to run (`self.actor_critic.module.generate(`).
+LOOKUPS = frozenset(("__getattr__", "__getattribute__"))
+
+
 def with_calls(pb: Playbook, frames: list[str], code: dict[int, str]) -> list[str]:
     """A segment's frames, each followed by the calls of its source line (none in plumbing) when
     the traceback does not show that call itself: under the innermost frame, or above frames that
@@ -140,7 +146,7 @@ def with_calls(pb: Playbook, frames: list[str], code: dict[int, str]) -> list[st
     value the call is handed by name (`handed`)."""
     def relay(fr: str) -> bool:
         m = FRAME.match(fr)
-        return bool(m and pb.plumbing is not None and pb.plumbing.search(m[1]))
+        return bool(m and ((pb.plumbing is not None and pb.plumbing.search(m[1])) or m[3] in LOOKUPS))
 
     own = max((i for i, fr in enumerate(frames) if not relay(fr)), default=-1)  # the last one not relayed
     out = []
@@ -294,7 +300,10 @@ def _level_stage(pb: Playbook, entries: list[str], level: int) -> int | None:
     engine_start's, the weak ones like set-up words: loading weights is also what a weight sync
     does), else the words of its names. Innermost first, hint or word alike: `reward_func(…)`
     called inside `compute_loss` is the reward's failure, whatever hint names `compute_loss`."""
-    for entry, running in reversed(list(zip(entries, _running(entries)))):
+    waits = _waits(entries) if level == LOOP else set()
+    for i, (entry, running) in reversed(list(enumerate(zip(entries, _running(entries))))):
+        if i in waits:
+            continue
         if level in (STRONG, SETUP):
             for hint, rx in pb.stage_hints:
                 if (hint.stage == "engine_start") == (level == SETUP) and rx.search(entry):
@@ -303,6 +312,23 @@ def _level_stage(pb: Playbook, entries: list[str], level: int) -> int | None:
         if found is not None and found[1] == level:
             return found[0]
     return None
+
+
+# A remote task's or a future's machinery: a frame whose call goes on only into these waits for
+# work done elsewhere (ray.get's `auto_init_wrapper`, `Worker.get_objects`; a future's `result`).
+REMOTE_WAIT = re.compile(r"(?:^|/)ray/_private/|_raylet\.pyx$|/concurrent/futures/")
+
+
+def _waits(entries: list[str]) -> set[int]:
+    """The frames that wait on a remote task, every frame inside them a remote wait
+    (`REMOTE_WAIT`): a training loop's own name does not place what failed there — OpenRLHF's
+    driver `train(args)` → `ray.get(refs)` → Ray's `auto_init_wrapper`, its traceback cut there
+    (tests/corpus/realworld52/5206): it ran in the remote task, not in the loop's own code between
+    the phases it calls. The calls of the frame's line still name the remote work when they do
+    (`ray.get(actor_model.async_train(…))`)."""
+    frames = [i for i, e in enumerate(entries) if FRAME.match(e)]
+    return {i for k, i in enumerate(frames)
+            if frames[k + 1:] and all(REMOTE_WAIT.search(FRAME.match(entries[j])[1]) for j in frames[k + 1:])}
 
 
 def path_level(pb: Playbook, groups: list[list[str]]) -> tuple[int | None, int | None]:
