@@ -2313,3 +2313,32 @@ def test_the_watchdogs_first_line_of_a_timeout_is_the_root_cause():
            "corrupted/incomplete data.\n")
     v, _ = run(load_playbook(None), log, ts=1000.0, now=1000.0 + 7200)
     assert v["root_cause"]["line_no"] == 1 and v["root_cause"]["category"] == "distributed_comm_hang", v["root_cause"]
+
+
+def test_a_loggers_error_after_a_warning_is_no_part_of_the_warnings_message():
+    """A warning's message may run on over a few lines; a logger's ERROR record (or a traceback's
+    head) after it is a record of its own: the run stopped on that error, not on the warning."""
+    log = ("<string>:15: RuntimeWarning: divide by zero encountered in scalar divide\n"
+           "[RemoteInfEngine Rank 0] ERROR: Consumer thread failed\n"
+           "Traceback (most recent call last):\n")
+    v, _ = run(load_playbook(None), log, ts=1000.0, now=1000.0 + 7200)
+    assert v["root_cause"]["text"] == "[RemoteInfEngine Rank 0] ERROR: Consumer thread failed", v["root_cause"]
+
+
+def test_logits_not_a_number_are_a_wrong_result_of_the_training_data():
+    """TRL's preference trainers log the batch's mean logits beside its log-probs: NaN there, with
+    the loss finite, broke in the forward that builds the training data."""
+    row = ("{{'loss': 0.6931, 'grad_norm': 2.29, 'learning_rate': 1e-05, 'rewards/chosen': -0.05, "
+           "'logps/chosen': -230.1, 'logps/rejected': -241.7, 'logits/chosen': {lg}, 'logits/rejected': {lg}, 'epoch': 0.1}}\n")
+    v, _ = run(load_playbook(None), row.format(lg="nan"))
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["category"]) == ("wrong_result", 6, "precision_dtype"), v
+    fine, _ = run(load_playbook(None), row.format(lg="-1.36"))
+    assert fine["outcome"] == "pass", fine["outcome"]
+
+
+def test_rocms_memory_access_fault_is_the_device_runtimes():
+    log = ("step:3 - actor/pg_loss:0.01\n"
+           "Memory access fault by GPU node-4 (Agent handle: 0xb26d7b0) on address 0x7f2900ffc000. Reason: Unknown\n"
+           "Aborted (core dumped)\n")
+    v, _ = run(load_playbook(None), log)
+    assert (v["outcome"], v["root_cause"]["category"], v["root_cause"]["line_no"]) == ("crash", "device_runtime_error", 2), v["root_cause"]

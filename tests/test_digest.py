@@ -121,3 +121,15 @@ def test_a_long_root_cause_line_reaches_the_digest_whole():
     assert len(root) > 2400
     said, _ = digest_of(text)
     assert root in said.splitlines()[said.splitlines().index("## root cause") + 1], said[:600]
+
+
+def test_the_last_thing_a_run_said_stays_in_the_digest_however_routine():
+    """verl's register-center wait is noise in a healthy start, and dropped from the digest — but
+    not the last one before the error: the wait that ran out is what the run was doing."""
+    wait = "Waiting for register center actor ab12_register_center to be ready. Elapsed time: {} seconds out of 1000 seconds."
+    log = "\n".join([wait.format(30), wait.format(480), wait.format(990),
+                     "Traceback (most recent call last):",
+                     '  File "/srv/verl/trainer/main_ppo.py", line 193, in run',
+                     "    trainer.init_workers()"]) + "\n"
+    d, _ = digest_of(log)
+    assert wait.format(990) in d and wait.format(30) not in d, d

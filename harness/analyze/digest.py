@@ -105,9 +105,13 @@ def build_digest(verdict: dict, an, max_tokens: int = 4000, last: list[str] | No
 
 
 def _no_noise(an, lines: list[str]) -> list[str]:
+    """`lines` without the playbook's noise, but for the last of them: what a run said just before
+    it failed or stopped is kept, however routine (verl's `Waiting for register center actor … Elapsed
+    time: 990 seconds out of 1000 seconds` before the wait ran out: tests/corpus/realworld53/5306)."""
     from .lines import make_line
 
-    return [x for x in lines if an.pb.match.first("noise", make_line(0, x, an.pb.prefixes, an.framing).text) is None]
+    return [x for i, x in enumerate(lines) if i == len(lines) - 1
+            or an.pb.match.first("noise", make_line(0, x, an.pb.prefixes, an.framing).text) is None]
 
 
 def _shape(an, line: str) -> str:

@@ -228,16 +228,22 @@ LOGGED_WARNING = re.compile(r"\bWARN(?:ING)?\b")  # a logger's record at its war
 WARNING_LINES = 3  # the most lines a warning's message is taken to go on over
 
 
+# A line that begins a record of its own, not a warning's message going on: a logger's error
+# (`[RemoteInfEngine Rank 0] ERROR: Consumer thread failed` after the `RuntimeWarning` of the code a
+# tool ran: tests/corpus/realworld53/5330), a traceback's head.
+OWN_RECORD = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|^Traceback \(most recent call last\):")
+
+
 def _not_warned(lines: list) -> list:
     """`lines` without Python warnings, the lines their messages go on over (of the same process,
-    not indented, up to WARNING_LINES) and their source lines (the indented line that ends one,
-    `  warnings.warn(`): a warning is no error's family."""
+    not indented, up to WARNING_LINES, none a record of its own: `OWN_RECORD`) and their source
+    lines (the indented line that ends one, `  warnings.warn(`): a warning is no error's family."""
     out, going = [], {}  # process -> lines its warning's message may still go on over
     for ln in lines:
         indented = ln.text.startswith((" ", "\t"))
         if PY_WARNING.match(ln.text):
             going[ln.proc] = WARNING_LINES
-        elif going.get(ln.proc) and not indented:
+        elif going.get(ln.proc) and not indented and not OWN_RECORD.search(ln.text):
             going[ln.proc] -= 1
         elif ln.proc in going and indented:  # its source line: the warning is over
             del going[ln.proc]
