@@ -84,8 +84,7 @@ FLOORS = {
     ("realworld50",): {"stage": 0.45, "category": 0.50, "digest": 1.0, "chosen": 0.86},  # blind at 5a7bc0f (36 / 45 / 100 / 86), misses read once
     ("realworld51",): {"stage": 0.71, "category": 0.64, "digest": 1.0, "chosen": 0.71},  # blind at 1e1d508 (71 / 57 / 100 / 71), misses read once
     ("realworld52",): {"stage": 0.72, "category": 0.48, "digest": 1.0, "chosen": 0.89},  # blind at 3112729 (59 / 45 / 100 / 79), misses read once
-    # digest .94: 5306's label is the last of a wait's repeated progress lines (`Elapsed time: 990 seconds out of 1000`)
-    ("realworld53",): {"stage": 0.61, "category": 0.61, "digest": 0.94, "chosen": 0.77},  # blind at 3e25d1a (56 / 61 / 94 / 67), misses read once
+    ("realworld53",): {"stage": 0.61, "category": 0.61, "digest": 1.0, "chosen": 0.77},  # blind at 3e25d1a (56 / 61 / 94 / 67), misses read once
 }
 
 
