@@ -2342,3 +2342,22 @@ def test_rocms_memory_access_fault_is_the_device_runtimes():
            "Aborted (core dumped)\n")
     v, _ = run(load_playbook(None), log)
     assert (v["outcome"], v["root_cause"]["category"], v["root_cause"]["line_no"]) == ("crash", "device_runtime_error", 2), v["root_cause"]
+
+
+def test_an_out_of_memory_in_the_rollouts_wake_up_is_placed_there():
+    """torch_memory_saver's `resume` (the rollout engine taking its memory back after the update)
+    running out of memory: the category is the memory's, the stage that of the memory hand-over."""
+    log = ("[torch_memory_saver.cpp] cuMemCreate CUDA_ERROR_OUT_OF_MEMORY (may not be an issue e.g. torch "
+           "allocator will free cache and retry)\n"
+           "[torch_memory_saver.cpp] cudaError error: 2 (out of memory)  file=csrc/core.cpp func=resume line=172\n")
+    v, _ = run(load_playbook(None), log)
+    assert (v["failed_stage"], v["root_cause"]["category"]) == (2, "oom"), (v["failed_stage"], v["root_cause"])
+
+
+def test_a_run_silent_after_trying_again_waits_on_what_it_cannot_reach():
+    """`… trying again in 5s` is a retry as `Retrying…` is: a run silent after it waits on a server
+    it cannot reach."""
+    log = ("INFO:swarm.trainer:bee:Finished training round: 95 stage: 2\n"
+           "INFO:swarm.stage_utils:bee:Can't retrieve round 95 stage 2 rewards; trying again in 5s\n")
+    v, _ = run(load_playbook(None), log, ts=1000.0, now=1000.0 + 7200)
+    assert (v["outcome"], v["root_cause"]["category"]) == ("hang", "network_proxy"), (v["outcome"], v["root_cause"])

@@ -512,11 +512,13 @@ PADDING = re.compile(r" {2,}")  # a terminal's copy pads a wrapped row to its wi
 
 
 def family(pb: Playbook, exc: str, text: str) -> tuple[str, int | None]:
-    """(category, stage or None) of the first error family the type or message belongs to, its
-    words read with one blank between them: a message copied from a terminal's screen holds the
-    rows it wrapped into padded to the screen's width (`must be evenly divisible      by …`)."""
+    """(category, stage or None) of the first error family the type or message belongs to — the
+    stage that of the first family it belongs to that has one (an out-of-memory error of
+    torch_memory_saver's `resume`, tests/corpus/realworld54/5412, is the memory's, in the rollout's
+    wake-up) —, its words read with one blank between them: a message copied from a terminal's
+    screen holds the rows it wrapped into padded to the screen's width (`must be evenly divisible      by …`)."""
     text = PADDING.sub(" ", text)
-    for category, rx, stage in pb.categories:
-        if rx.search(exc) or rx.search(text):
-            return category, stage
-    return "other", None
+    found = [(category, stage) for category, rx, stage in pb.categories if rx.search(exc) or rx.search(text)]
+    if not found:
+        return "other", None
+    return found[0][0], next((stage for _, stage in found if stage is not None), None)
