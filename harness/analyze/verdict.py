@@ -602,10 +602,9 @@ def silent_past(an, now: float | None, top: int) -> bool:
 # A client that retries a failed request says so, whichever library: urllib3's `Retrying (Retry(total=…))
 # after connection broken`, the openai client's `Retrying request to /chat/completions in 0.4 seconds`,
 # tenacity's `Retrying … in N seconds`, a framework's own `retrying... (attempt 51/60)` (slime's
-# http_utils: tests/corpus/realworld13/1404). The error it retries did not end the run.
-# `Retrying…` (urllib3's, TRL's vllm_client `Retrying in 2.0 seconds...`, slime's `retrying...`) or
-# `trying again` (rl-swarm's `Can't retrieve round 95 stage 2 rewards; trying again in 5s`:
-# tests/corpus/realworld54/5422)
+# http_utils: tests/corpus/realworld13/1404), or that it is `trying again` (rl-swarm's `Can't retrieve
+# round 95 stage 2 rewards; trying again in 5s`: tests/corpus/realworld54/5422). The error it retries
+# did not end the run.
 RETRYING = re.compile(r"\b(?:[Rr]etrying|[Tt]rying again)\b")
 # …unless its count says that was the last try (slime's `retrying... (attempt 60/60, …)`): no retry follows
 LAST_ATTEMPT = re.compile(r"\b[Aa]ttempt #?(\d+) ?(?:/|of) ?(\d+)\b")
