@@ -24,6 +24,7 @@ import re
 from ..chain import STAGE_NO
 from ..playbook import Playbook, lemma, name_words
 from .blocks import FRAME
+from .stacks import REMOTE_WAIT
 
 
 def _names(pb: Playbook, entry: str) -> list[str]:
@@ -312,11 +313,6 @@ def _level_stage(pb: Playbook, entries: list[str], level: int) -> int | None:
         if found is not None and found[1] == level:
             return found[0]
     return None
-
-
-# A remote task's or a future's machinery: a frame whose call goes on only into these waits for
-# work done elsewhere (ray.get's `auto_init_wrapper`, `Worker.get_objects`; a future's `result`).
-REMOTE_WAIT = re.compile(r"(?:^|/)ray/_private/|_raylet\.pyx$|/concurrent/futures/")
 
 
 def _waits(entries: list[str]) -> set[int]:

@@ -518,7 +518,10 @@ def family(pb: Playbook, exc: str, text: str) -> tuple[str, int | None]:
     wake-up) —, its words read with one blank between them: a message copied from a terminal's
     screen holds the rows it wrapped into padded to the screen's width (`must be evenly divisible      by …`)."""
     text = PADDING.sub(" ", text)
-    found = [(category, stage) for category, rx, stage in pb.categories if rx.search(exc) or rx.search(text)]
-    if not found:
-        return "other", None
-    return found[0][0], next((stage for _, stage in found if stage is not None), None)
+    first = None
+    for category, rx, stage in pb.categories:
+        if rx.search(exc) or rx.search(text):
+            first = first or category
+            if stage is not None:
+                return first, stage
+    return first or "other", None

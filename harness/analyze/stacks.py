@@ -22,11 +22,13 @@ COLLECTIVE_OPS = re.compile(r"all_?reduce|gather|scatter|broadcast|barrier|all_?
 # torch.distributed's collective entry points (c10d's and its logging wrapper).
 RELAY = re.compile(r"(?:^|/)(?:threading|queue|selectors|socket|subprocess)\.py$|/asyncio/|/concurrent/")
 # Ray's internals under `ray.get` (`get`, `Worker.get_objects` in ray/_private/worker.py, its client
-# and auto-init hooks; the compiled `_raylet.pyx`) wait for a remote task: the caller is the frame that waits.
+# and auto-init hooks; the compiled `_raylet.pyx`) and a future's `result` wait for a remote task: the
+# caller is the frame that waits.
+REMOTE_WAIT = re.compile(r"(?:^|/)ray/_private/|_raylet\.pyx$|/concurrent/futures/")
 # torch's operator dispatch (torch/_ops.py: `OpOverloadPacket.__call__`, `OpOverload.__call__`) only
 # hands a call to the C++ op: the frame that called the op says which (`all_reduce`, a custom op's).
-WAITING = re.compile(RELAY.pattern + r"|torch/distributed/(?:distributed_c10d|c10d_logger)\.py$"
-                     r"|(?:^|/)ray/_private/|_raylet\.pyx$|(?:^|/)torch/_ops\.py$")
+WAITING = re.compile(RELAY.pattern + r"|torch/distributed/(?:distributed_c10d|c10d_logger)\.py$|"
+                     + REMOTE_WAIT.pattern + r"|(?:^|/)torch/_ops\.py$")
 
 
 def collective(frames: list[str]) -> str | None:
