@@ -509,10 +509,11 @@ def test_a_trainer_and_a_rollout_engine_apart_and_an_absurd_grad_norm_are_wrong_
     assert run(p, ENGINE + verl.format(0.003))[0]["root_cause"] is None
 
 
-def test_dynamic_sampling_that_runs_out_of_groups_with_a_reward_spread_is_the_reward_s():
-    """DAPO's filter (verl's recipe) and EasyR1's online filtering drop groups whose samples all
-    scored alike and generate again; at their limit they raise: a failure of the reward's spread,
-    wherever the loop raised it. Regenerating alone is no failure."""
+def test_dynamic_sampling_that_cannot_fill_a_batch_fails_assembling_the_training_data():
+    """DAPO's filter (verl's recipe), EasyR1's online filtering and NeMo-RL's dynamic sampling drop
+    groups whose samples all scored alike and generate again; at their limit they raise: the
+    update's batch could not be assembled with these settings and data, wherever the loop raised
+    it. Regenerating alone is no failure."""
     p = load_playbook(None)
     keep = "".join(f"num_prompt_in_batch={12 * i} < prompt_bsz=512\nnum_gen_batches={i}. Keep generating...\n"
                    for i in range(1, 4))
@@ -520,9 +521,12 @@ def test_dynamic_sampling_that_runs_out_of_groups_with_a_reward_spread_is_the_re
     for raised in ["ValueError: num_gen_batches=10 >= max_num_gen_batches=10. Generated too many. Please check if "
                    "your data are too difficult.",
                    "RuntimeError: num_try_make_batch=10 >= max_try_make_batch=10. Generated too many. Please check "
-                   "your data."]:
+                   "your data.",
+                   "ValueError: Dynamic sampling has reached the maximum allowed number of batches (10). Consider "
+                   "evaluating the complexity of your data."]:
         v, _ = run(p, ENGINE + keep + traceback("", raised, funcs=("main", "fit")))
-        assert (v["outcome"], v["failed_stage"], v["root_cause"]["text"]) == ("crash", 5, raised)
+        assert (v["outcome"], v["failed_stage"], v["root_cause"]["text"], v["root_cause"]["category"]) \
+            == ("crash", 6, raised, "config_mismatch"), v["root_cause"]
 
 
 def test_the_phases_skyrl_roll_and_nemo_rl_announce_place_what_nothing_else_places():
