@@ -121,6 +121,7 @@ class StageWords(_Model):
     weak: bool = False  # set-up words: they count only when no other stage word is on the path
     loop: bool = False  # the training loop's own functions: they count only when nothing else names a stage
     neutral: bool = False  # a name of no stage's work, though a shorter phrase in it names one: the caller says
+    collective: bool = False  # work that steps processes together through collectives: a run silent in it waits in one
     evidence: str = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -138,8 +139,10 @@ class CategoryFamily(Pattern):
     category: Category
     stage: Stage | None = None  # where errors of the family arise, when nothing on the path says
     # `scope: frames`: the regex is matched against the function names of the failing call (innermost
-    # first) — an error raised inside a weight loader — for an error no message family names
-    scope: Literal["message", "frames"] = "message"
+    # first) — an error raised inside a weight loader — for an error no message family names;
+    # `scope: statement`: against the source line that raised it (the innermost frame's), which says
+    # what the failing operation was more precisely than its exception's type, a message family's
+    scope: Literal["message", "frames", "statement"] = "message"
 
 
 class MetricRule(_Model):
@@ -391,9 +394,11 @@ class Playbook:
     stage_hints: list[tuple[StageHint, re.Pattern]]
     stage_words: list[tuple[tuple[str, ...], int | None, str]] = field(default_factory=list)  # phrase, stage, kind ("", weak, loop, neutral); longest first
     stage_vocab: frozenset[str] = frozenset()  # every word of the stage words' phrases
+    collective_words: tuple[tuple[str, ...], ...] = ()  # the phrases of work done through collectives
     plumbing: re.Pattern | None = None
     categories: list[tuple[str, re.Pattern, int | None]] = field(default_factory=list)  # category, regex, stage
     frame_categories: list[tuple[str, re.Pattern]] = field(default_factory=list)  # category, regex on frames
+    statement_categories: list[tuple[str, re.Pattern]] = field(default_factory=list)  # category, regex on the raising line
     metric_keys: dict[str, re.Pattern] = field(default_factory=dict)
     timeouts: dict[int, float] = field(default_factory=dict)
     origins: dict[str, str] = field(default_factory=dict)  # signature / metric rule id -> its playbook (where)
@@ -453,10 +458,12 @@ def compile_playbook(pb: PlaybookFile, origins: dict[str, str] | None = None) ->
         stage_hints=[(h, re.compile(h.regex)) for h in pb.stage_hints],
         stage_words=stage_words,
         stage_vocab=frozenset(w for phrase, _, _ in stage_words for w in phrase),
+        collective_words=tuple(_in_number(name_words(w)) for sw in pb.stage_words if sw.collective for w in sw.words),
         plumbing=re.compile("|".join(f"(?:{p.regex})" for p in pb.plumbing)) if pb.plumbing else None,
         categories=[(c.category, re.compile(c.regex), stage_no[c.stage] if c.stage else None)
                     for c in pb.categories if c.scope == "message"],
         frame_categories=[(c.category, re.compile(c.regex)) for c in pb.categories if c.scope == "frames"],
+        statement_categories=[(c.category, re.compile(c.regex)) for c in pb.categories if c.scope == "statement"],
         metric_keys={k: re.compile("|".join(f"(?:{x})" for x in keys)) for k, keys in pb.metrics.items() if keys},
         timeouts={stage_no[s]: spec.timeout for s, spec in pb.stages.items() if spec.timeout},
         origins=origins or {},

@@ -2365,3 +2365,42 @@ def test_a_run_silent_after_trying_again_waits_on_what_it_cannot_reach():
            "INFO:swarm.stage_utils:bee:Can't retrieve round 95 stage 2 rewards; trying again in 5s\n")
     v, _ = run(load_playbook(None), log, ts=1000.0, now=1000.0 + 7200)
     assert (v["outcome"], v["root_cause"]["category"]) == ("hang", "network_proxy"), (v["outcome"], v["root_cause"])
+
+
+def test_a_run_silent_in_a_weight_sync_waits_in_a_collective():
+    """A trainer pushing its weights into a rollout server broadcasts them over NCCL: a run silent
+    after the requests of the sync waits in that broadcast; silent in a generation, nothing says so."""
+    p = load_playbook(None)
+    push = 'INFO:     127.0.0.1:33242 - "POST /update_named_param/ HTTP/1.1" 200 OK\n'
+    v, _ = run(p, ENGINE + "Train:   0%|          | 0/15 [00:00<?, ?it/s]\n" + push * 3, ts=1000.0, now=1000.0 + 7200)
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["category"]) == ("hang", 2, "distributed_comm_hang"), v["root_cause"]
+    v, _ = run(p, ENGINE + "Processed prompts:  19%|█▉        | 24/128 [00:19<00:39,  2.65it/s]\n", ts=1000.0, now=1000.0 + 7200)
+    assert (v["outcome"], v["failed_stage"], v["root_cause"]["category"]) == ("hang", 2, "other"), v["root_cause"]
+
+
+def test_a_key_missing_from_a_registry_is_the_configurations_and_a_records_is_the_datas():
+    """The statement that raised a KeyError says what was looked up: a component by the name a
+    setting gave (`cls._registry[name]`, `LOSS_MAPPING[loss_type]`) or a record's field."""
+    p = load_playbook(None)
+
+    def raised(statement, key):
+        return ENGINE + ('Traceback (most recent call last):\n  File "/x/train.py", line 9, in main\n    build()\n'
+                         f'  File "/x/registry.py", line 140, in get\n    {statement}\nKeyError: {key}\n')
+    for statement in ("reward_cls = cls._registry[reward_fn_id]", "return LOSS_MAPPING[loss_type]['loss_func']"):
+        v, _ = run(p, raised(statement, "'summarization_with_hint'"))
+        assert v["root_cause"]["category"] == "config_mismatch", (statement, v["root_cause"])
+    v, _ = run(p, raised("answer = sample['solution']", "'solution'"))
+    assert v["root_cause"]["category"] == "data_format", v["root_cause"]
+
+
+def test_a_worker_that_died_in_the_set_up_call_the_line_before_names_failed_at_start_up():
+    """Ray's report of a dead worker says nothing of the phase; the line before it naming the set-up
+    call that was running (`… while executing init cache …`) places it; with nothing before it, the
+    stage stays unknown."""
+    p = load_playbook(None)
+    died = ("(raylet) A worker died or was killed while executing a task by an unexpected system error. To "
+            "troubleshoot the problem, check the logs for the dead worker.\n")
+    v, _ = run(p, "(WorkerDict pid=3) before init cache memory allocated: 5.97GB, reserved: 6.08GB\n" + died)
+    assert v["failed_stage"] == 1, (v["failed_stage"], v["root_cause"])
+    v, _ = run(p, died)
+    assert v["failed_stage"] is None, (v["failed_stage"], v["root_cause"])

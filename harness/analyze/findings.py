@@ -185,6 +185,8 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
         text = f"{text} (last error: {detail})"
     f = _make(pb, line.no, text, next(sg for ln, sg in zone if ln is line), sig, exc, {blk.proc},
               max((ln.repeat for ln in blk.lines), default=1))
+    if sig is None and seg is not None and line.no == seg.exc_no:
+        f.category = statement_family(pb, seg) or f.category
     if f.stage is None:
         # a remote task's failure with no traceback of its own (`RayTaskError(WorkerCrashedError):
         # ray::RewardModel.get_rewards()`: the worker died): the method it names is the innermost
@@ -492,6 +494,14 @@ def fallback_category(pb: Playbook, exc: str, text: str) -> str:
     (`categories:`) that the exception type or the message belongs to; else `other` — never a
     guess that it is the configuration."""
     return family(pb, exc, text)[0]
+
+
+def statement_family(pb: Playbook, seg) -> str | None:
+    """The category of the first statement family the source line that raised a traceback's
+    exception (its innermost frame's) belongs to: `cls._registry[name]` failing is a name no
+    component is registered under, whatever the KeyError's type says of records."""
+    code = seg.code.get(len(seg.frames) - 1, "") if seg.frames else ""
+    return next((category for category, rx in pb.statement_categories if code and rx.search(code)), None)
 
 
 def frame_family(pb: Playbook, entries: list[str]) -> str:

@@ -9,7 +9,7 @@ from dataclasses import replace
 from ..chain import STAGE_NO, STAGES, stage_statuses
 from ..redact import redact
 from .blocks import LOOSE_EXC
-from .callpath import MODEL_CLASS, named_stage, path_stage, requested_stage
+from .callpath import MODEL_CLASS, named_stage, names_collective_work, names_set_up, path_stage, requested_stage
 from .findings import CUT_NOTE, CUT_SHORT, ROLE_ORDER, Finding, family, scored_category
 from .lines import canonical, make_line
 from .metrics import measures, reports
@@ -148,9 +148,16 @@ SILENT_CATEGORY = "other"  # its category when its last lines belong to no error
 COLLECTIVE_STAGES = frozenset(STAGE_NO[s] for s in ("training_data", "actor_update"))
 
 
-def silent_category(stage: int) -> str:
-    """The category of a silent hang at `stage` when nothing it printed says more."""
-    return "distributed_comm_hang" if stage in COLLECTIVE_STAGES else SILENT_CATEGORY
+def silent_category(pb, stage: int, tail: list[str]) -> str:
+    """The category of a silent hang at `stage` when nothing it printed says more than the work its
+    last line names: in a collective stage, or in a generation's weight sync — the trainer
+    broadcasting its weights into the engine's ranks (TRL's vllm-serve `POST /update_named_param/`
+    then a PyNcclCommunicator broadcast, slime's update_weights_from_distributed, OpenRLHF's and
+    verl's broadcasts and FSDP/Megatron gathers): labelled a collective's hang after
+    `Transferring weights via NCCL...` (tests/corpus/realworld47/4723) and after TRL's weight-push
+    requests (realworld55/5523) —, a collective's; elsewhere `other`."""
+    syncing = stage == STAGE_NO["completion"] and bool(tail) and names_collective_work(pb, tail[-1])
+    return "distributed_comm_hang" if stage in COLLECTIVE_STAGES or syncing else SILENT_CATEGORY
 
 
 ANSWERED = re.compile(r'"(?:GET|POST|PUT|DELETE|HEAD|PATCH) \S+ HTTP/[\d.]+" [23]\d\d\b')
@@ -287,7 +294,7 @@ def silence(an, quiet: float, stage: int) -> Finding:
                      "is here")
     return Finding(key=SILENCE, line_no=an.line_no, text=last,
                    category=cats[0] if cats else "network_proxy" if retrying(an) else
-                   SILENT_CATEGORY if warned else silent_category(stage),
+                   SILENT_CATEGORY if warned else silent_category(an.pb, stage, tail),
                    hint=f"The run printed nothing for {quiet:.0f}s {where}, in {STAGES[stage - 1]}: "
                         "see where its processes wait (the attempt's evidence: their stacks, states and last lines).",
                    stage=stage, outcome="hang", signature=SILENCE, detail=f"silent for {quiet:.0f}s",
@@ -515,8 +522,11 @@ def context_stage(an, context: list[str], top: int) -> int | None:
     for ln in reversed(_peeled(an, context[-CONTEXT_BACK:])):
         if measures(ln.text) or ENDED_WORK.search(ln.text):
             return None
-        if (st := named_stage(an.pb, PATHLIKE.sub(" ", QUOTED.sub(" ", ln.text)))) is not None:
+        words = PATHLIKE.sub(" ", QUOTED.sub(" ", ln.text))
+        if (st := named_stage(an.pb, words)) is not None:
             return STAGE_NO["engine_start"] if top == 0 and LOADING.search(ln.text) else st
+        if top == 0 and names_set_up(an.pb, words):
+            return STAGE_NO["engine_start"]
     return None
 
 
