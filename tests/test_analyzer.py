@@ -2404,3 +2404,16 @@ def test_a_worker_that_died_in_the_set_up_call_the_line_before_names_failed_at_s
     assert v["failed_stage"] == 1, (v["failed_stage"], v["root_cause"])
     v, _ = run(p, died)
     assert v["failed_stage"] is None, (v["failed_stage"], v["root_cause"])
+
+
+def test_a_dataset_being_prepared_and_a_tool_named_alone_name_their_stages():
+    """Preparing the dataset the tasks are drawn from (a `datasets` map's bar, a loader's
+    `_get_preprocessed_dataset`) is the task dispatch's work; a tool, named alone, is one the agent
+    loop calls."""
+    p = load_playbook(None)
+    bar = "Running tokenizer on dataset (num_proc=16):   0%|          | 0/60000 [00:00<?, ? examples/s]\n"
+    v, _ = run(p, bar, ts=1000.0, now=1000.0 + 7200)
+    assert (v["outcome"], v["failed_stage"]) == ("hang", 3), (v["outcome"], v["failed_stage"], v["root_cause"])
+    v, _ = run(p, ENGINE + traceback("", "ValueError: No tool registered with name 'sandbox_v2'",
+                                     funcs=("main", "run")))
+    assert v["failed_stage"] == 4, (v["failed_stage"], v["root_cause"])
