@@ -2406,14 +2406,41 @@ def test_a_worker_that_died_in_the_set_up_call_the_line_before_names_failed_at_s
     assert v["failed_stage"] is None, (v["failed_stage"], v["root_cause"])
 
 
-def test_a_dataset_being_prepared_and_a_tool_named_alone_name_their_stages():
+def test_a_dataset_being_prepared_is_the_task_dispatchs_work():
     """Preparing the dataset the tasks are drawn from (a `datasets` map's bar, a loader's
-    `_get_preprocessed_dataset`) is the task dispatch's work; a tool, named alone, is one the agent
-    loop calls."""
+    `_get_preprocessed_dataset`) is the task dispatch's work."""
     p = load_playbook(None)
     bar = "Running tokenizer on dataset (num_proc=16):   0%|          | 0/60000 [00:00<?, ? examples/s]\n"
     v, _ = run(p, bar, ts=1000.0, now=1000.0 + 7200)
     assert (v["outcome"], v["failed_stage"]) == ("hang", 3), (v["outcome"], v["failed_stage"], v["root_cause"])
-    v, _ = run(p, ENGINE + traceback("", "ValueError: No tool registered with name 'sandbox_v2'",
-                                     funcs=("main", "run")))
-    assert v["failed_stage"] == 4, (v["failed_stage"], v["root_cause"])
+    v, _ = run(p, ENGINE + traceback("", "KeyError: 'problem'", funcs=("main", "_get_preprocessed_dataset")))
+    assert v["failed_stage"] == 3, (v["failed_stage"], v["root_cause"])
+
+
+def test_a_debuggers_exception_view_is_read_as_the_traceback_it_shows():
+    """VS Code's debugger shows `Exception has occurred: Type` (`发生异常: Type` in a Chinese locale),
+    the message, then the frames innermost first with their statements: the exception is the
+    type with its message, its call path the frames turned over; a chained exception line inside
+    the message is the exception it carries."""
+    p = load_playbook(None)
+    for head in ("Exception has occurred: ValueError       (note: full exception trace is shown but execution is "
+                 "paused at: _run_module_as_main)", "发生异常: ValueError"):
+        log = (f"{head}\nscores must be one number per sample\n"
+               '  File "/srv/rl/reward.py", line 12, in compute_score\n    return float(judge(answer))\n'
+               '  File "/srv/rl/trainer.py", line 80, in fit\n    scores = compute_score(batch)\n'
+               '  File "/srv/rl/train.py", line 9, in <module>\n    trainer.fit()\n')
+        v, _ = run(p, ENGINE + log)
+        assert v["root_cause"]["text"] == "ValueError: scores must be one number per sample", v["root_cause"]
+        assert v["failed_stage"] == 5, (v["failed_stage"], v["root_cause"])
+    v, _ = run(p, "Exception has occurred: Unsupported\ngenerator\nKeyError: <code object chunk at 0x7f86a0>\n")
+    assert v["root_cause"]["text"] == "KeyError: <code object chunk at 0x7f86a0>", v["root_cause"]
+
+
+def test_right_padding_under_flash_attention_is_the_tokenizers_setting_whatever_phase_ran_it():
+    """transformers refuses a right-padded batch under FlashAttention-2 in its `batched generation`
+    words, in whichever forward ran it (the log-probs' here): a setting, and the frames place it."""
+    msg = ("ValueError: You are attempting to perform batched generation with padding_side='right' this may lead to "
+           "unexpected behaviour for Flash Attention version of Qwen2VL. Make sure to  call `tokenizer.padding_side  "
+           "= 'left'` before tokenizing the input.")
+    v, _ = run(load_playbook(None), ENGINE + traceback("", msg, funcs=("main", "compute_loss", "_get_per_token_logps")))
+    assert (v["failed_stage"], v["root_cause"]["category"]) == (6, "config_mismatch"), (v["failed_stage"], v["root_cause"])

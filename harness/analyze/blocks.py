@@ -73,6 +73,12 @@ IPY_FRAME = re.compile(r"^(?:File (?P<path>.+?):(?P<no>\d+)|Cell In\[(?P<cell>\d
                        r"(?:, in (?P<func>[\w.<>]+))?")
 IPY_CODE = re.compile(r"^-*> +\d+ (?P<code>.*)$")
 IPY_CONTEXT = re.compile(r"^\s+\d+ |^\s*\.\.\.$|^'Could not get source")
+# The exception view of VS Code's Python debugger (debugpy), copied from its panel: a head naming the
+# type (`Exception has occurred: ValueError`, in a Chinese locale `发生异常: ValueError`, maybe with
+# `(note: full exception trace is shown but execution is paused at: …)`), the message on the lines
+# after it, then the frames innermost first, each with its statement (tests/corpus/realworld9/1025
+# ms-swift, realworld41/4148 NeMo-Aligner, realworld55/5516 MedicalGPT, realworld57/5717 Visual-RFT).
+DEBUGPY_HEAD = re.compile(r"^(?:Exception has occurred|发生异常): (?P<type>[A-Za-z_][\w.]*)(?:\s+\(note: .*\))?\s*$")
 # A traceback's head printed at the end of another line: a progress bar redrawn with `\r` and no
 # newline (tqdm writes `\r` + bar and ends the line only when it closes) leaves the cursor at the
 # bar's end, so whatever another process or thread writes next lands on the bar's line.
@@ -113,6 +119,7 @@ class Block:
     context: list[str] = field(default_factory=list)  # lines just before the block
     code_nos: set[int] = field(default_factory=set)  # numbers of the lines that are frames' source lines
     innermost_first: bool = False  # faulthandler prints the innermost frame first
+    debugpy: str = ""  # the exception type a debugger's exception view (DEBUGPY_HEAD) names, its message still to come
     ipython: bool = False  # IPython's shape (IPY_*)
     thread: str | None = None  # a py-spy dump's thread (PYSPY_HEAD): its name, "" when unnamed
     headless: bool = False  # py-spy frames the log starts with, a thread's head cut off: a dump's once one follows
@@ -198,6 +205,13 @@ class BlockAssembler:
             if got.text:
                 self._add(blk, got, code=got.text.startswith("    "))
             return [], True
+        if blk is None and (head := DEBUGPY_HEAD.match(text)):
+            blk = self.open[line.proc] = Block(line.proc, line.no, innermost_first=True, debugpy=head["type"],
+                                                state="message")
+            self._add(blk, line)
+            return [], True
+        if blk is not None and blk.state == "message":
+            return self._debugpy_message(blk, line)
         if blk is None:
             if TB_START.match(text) or FRAME.match(text) or (line.no == 1 and CARETS.match(text)):
                 # (a paste that starts inside a traceback, under a frame's statement: its exception follows)
@@ -284,6 +298,31 @@ class BlockAssembler:
             return [], True
         return [self.open.pop(line.proc)], False
 
+    def _debugpy_message(self, blk: Block, line: Line) -> tuple[list[Block], bool]:
+        """A line after a debugger's exception head: the message until the first frame, which makes
+        the exception (`Type: message`, at the message's first line) whose frames follow, innermost
+        first. An exception line of its own among them is the exception the message carries (its
+        cause, `KeyError: <code object …>` under torch's `Unsupported`, tests/corpus/realworld43/4323):
+        the innermost, it is the block's exception, read as any."""
+        text, seg = line.text, (blk.segments[-1] if blk.segments else blk.current)
+        frame, m = FRAME.match(text), is_exception_line(text)
+        if not (frame or (m and _looks_like_type(m.group("type")))):
+            if not seg.exc_no:  # the message's first line is the exception's
+                seg.exc_no, seg.exc_text = line.no, f"{blk.debugpy}: {text.strip()}"
+                seg.exc_type = blk.debugpy.rsplit(".", 1)[-1]
+            self._add(blk, line)
+            return [], True
+        if frame:  # the frames that follow are where it was raised
+            if not seg.exc_no:  # no message: the head names the exception alone
+                seg.exc_no, seg.exc_text, seg.exc_type = blk.start_no, blk.debugpy, blk.debugpy.rsplit(".", 1)[-1]
+            blk.user_code, blk.state = True, "frames"
+            self._add(blk, line)
+        else:
+            seg.exc_no, seg.exc_text, seg.exc_type = 0, "", ""
+            blk.innermost_first, blk.debugpy = False, ""
+            self._exception(blk, line, m)
+        return [], True
+
     def _pyspy(self, line: Line, head: re.Match | None, blk: Block | None) -> tuple[list[Block], bool]:
         """A line of a py-spy dump: a thread's head opens its block (closing the one before), a
         frame joins it as a traceback's frame, outermost first; any other line ends it."""
@@ -334,16 +373,17 @@ class BlockAssembler:
             blk.innermost_first = "call first" in line.text
         f = FRAME.match(line.text)
         if f:
-            frames = blk.current.frames
+            seg = blk.current
             if blk.innermost_first:
-                frames.insert(0, line.text.strip())
+                seg.frames.insert(0, line.text.strip())
+                seg.code = {i + 1: c for i, c in seg.code.items()}
             else:
-                frames.append(line.text.strip())
-        elif code or (blk.state == "frames" and not blk.innermost_first and len(blk.lines) > 1
+                seg.frames.append(line.text.strip())
+        elif code or (blk.state == "frames" and (blk.debugpy or not blk.innermost_first) and len(blk.lines) > 1
                       and FRAME.match(blk.lines[-2].text) and line.text[:1] in (" ", "\t")):
             seg = blk.current  # the statement the frame was running (faulthandler prints none)
             if seg.frames:
-                seg.code[len(seg.frames) - 1] = line.text.strip()
+                seg.code[0 if blk.innermost_first else len(seg.frames) - 1] = line.text.strip()
                 blk.code_nos.add(line.no)
         for meth in RAY_METHOD.findall(line.text):
             blk.methods.append(meth)
