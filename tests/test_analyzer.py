@@ -2444,3 +2444,16 @@ def test_right_padding_under_flash_attention_is_the_tokenizers_setting_whatever_
            "= 'left'` before tokenizing the input.")
     v, _ = run(load_playbook(None), ENGINE + traceback("", msg, funcs=("main", "compute_loss", "_get_per_token_logps")))
     assert (v["failed_stage"], v["root_cause"]["category"]) == (6, "config_mismatch"), (v["failed_stage"], v["root_cause"])
+
+
+def test_rotary_positions_longer_than_the_mask_are_a_prompt_cut_at_its_length_limit():
+    """Qwen2-VL-style models write three rows of rotary positions where the attention mask is set:
+    more positions than masked tokens is a prompt cut at its maximum length through its image
+    placeholders, found as the batch is assembled for its log-probs."""
+    msg = ("RuntimeError: shape mismatch: value tensor of shape [3, 19963] cannot be broadcast to indexing result "
+           "of shape [3, 16467]")
+    v, _ = run(load_playbook(None), ENGINE + msg + "\n")
+    assert (v["failed_stage"], v["root_cause"]["category"]) == (6, "length_limit"), (v["failed_stage"], v["root_cause"])
+    other = "RuntimeError: shape mismatch: value tensor of shape [8] cannot be broadcast to indexing result of shape [4]"
+    v, _ = run(load_playbook(None), ENGINE + other + "\n")
+    assert v["root_cause"]["category"] != "length_limit", v["root_cause"]

@@ -90,7 +90,7 @@ FLOORS = {
     ("realworld54",): {"stage": 1.0, "category": 0.75, "digest": 1.0, "chosen": 0.75},  # blind at 31e5f91 (75 / 50 / 100 / 75), misses read once
     ("realworld55",): {"stage": 0.71, "category": 0.78, "digest": 1.0, "chosen": 0.78},  # blind at e4d61be (71 / 64 / 100 / 79), misses read once
     ("realworld56",): {"stage": 0.68, "category": 0.63, "digest": 1.0, "chosen": 0.90},  # blind at 98ef4fa (64 / 64 / 100 / 91), misses read once
-    ("realworld57",): {"stage": 0.76, "category": 0.52, "digest": 1.0, "chosen": 1.0},  # blind at 9e0ff44 (76 / 38 / 100 / 95), misses read once
+    ("realworld57",): {"stage": 0.80, "category": 0.57, "digest": 1.0, "chosen": 1.0},  # blind at 9e0ff44 (76 / 38 / 100 / 95), misses read once
 }
 
 
