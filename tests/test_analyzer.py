@@ -2457,3 +2457,10 @@ def test_rotary_positions_longer_than_the_mask_are_a_prompt_cut_at_its_length_li
     other = "RuntimeError: shape mismatch: value tensor of shape [8] cannot be broadcast to indexing result of shape [4]"
     v, _ = run(load_playbook(None), ENGINE + other + "\n")
     assert v["root_cause"]["category"] != "length_limit", v["root_cause"]
+
+
+def test_the_hip_runtimes_errors_are_the_device_runtimes_as_cudas_are():
+    """torch's ROCm build reports the HIP runtime's errors in the words its CUDA build uses for CUDA's."""
+    v, _ = run(load_playbook(None), ENGINE + traceback("", "RuntimeError: HIP error: invalid device function",
+                                                       funcs=("main", "init_model")))
+    assert v["root_cause"]["category"] == "device_runtime_error", v["root_cause"]
