@@ -2464,3 +2464,16 @@ def test_the_hip_runtimes_errors_are_the_device_runtimes_as_cudas_are():
     v, _ = run(load_playbook(None), ENGINE + traceback("", "RuntimeError: HIP error: invalid device function",
                                                        funcs=("main", "init_model")))
     assert v["root_cause"]["category"] == "device_runtime_error", v["root_cause"]
+
+
+def test_a_debuggers_exception_view_without_frames_ends_after_its_message():
+    """A view copied without its frames: its message is the exception's, and the lines a run printed
+    after it are read as the run's, not as more of the message."""
+    log = ("Exception has occurred: RuntimeError\nthe reward server refused the batch\n"
+           + "".join(f"step:{i} - actor/pg_loss:0.01 - critic/score/mean:0.5\n" for i in range(3, 13))
+           + "Traceback (most recent call last):\n  File \"/x/main.py\", line 3, in fit\n    step()\n"
+           "ValueError: late failure\n")
+    v, an = run(load_playbook(None), log)
+    texts = sorted(f.text for f in an.findings.values())
+    assert texts == ["RuntimeError: the reward server refused the batch", "ValueError: late failure"], texts
+    assert v["last_stage_passed"] >= 1, v["stages"]  # the steps after the view were read as steps

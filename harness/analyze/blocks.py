@@ -79,6 +79,7 @@ IPY_CONTEXT = re.compile(r"^\s+\d+ |^\s*\.\.\.$|^'Could not get source")
 # after it, then the frames innermost first, each with its statement (tests/corpus/realworld9/1025
 # ms-swift, realworld41/4148 NeMo-Aligner, realworld55/5516 MedicalGPT, realworld57/5717 Visual-RFT).
 DEBUGPY_HEAD = re.compile(r"^(?:Exception has occurred|发生异常): (?P<type>[A-Za-z_][\w.]*)(?:\s+\(note: .*\))?\s*$")
+DEBUGPY_MESSAGE = 8  # lines of its message at most: a view with no frames after them is over
 # A traceback's head printed at the end of another line: a progress bar redrawn with `\r` and no
 # newline (tqdm writes `\r` + bar and ends the line only when it closes) leaves the cursor at the
 # bar's end, so whatever another process or thread writes next lands on the bar's line.
@@ -306,6 +307,8 @@ class BlockAssembler:
         the innermost, it is the block's exception, read as any."""
         text, seg = line.text, (blk.segments[-1] if blk.segments else blk.current)
         frame, m = FRAME.match(text), is_exception_line(text)
+        if not (frame or (m and _looks_like_type(m.group("type")))) and len(blk.lines) > DEBUGPY_MESSAGE:
+            return [self.open.pop(line.proc)], False  # no frames came: the log went on, the view is over
         if not (frame or (m and _looks_like_type(m.group("type")))):
             if not seg.exc_no:  # the message's first line is the exception's
                 seg.exc_no, seg.exc_text = line.no, f"{blk.debugpy}: {text.strip()}"
