@@ -211,13 +211,12 @@ def _prose_stage(pb: Playbook, text: str) -> tuple[int, str] | None:
 def names_set_up(pb: Playbook, text: str) -> bool:
     """Whether prose names a set-up call as the work it was doing (`… while running X's function
     init_worker`): set-up words only, no stage's own."""
-    found = _prose_stage(pb, text)
-    return found is not None and found == (STAGE_NO["engine_start"], "weak")
+    return _prose_stage(pb, text) == (STAGE_NO["engine_start"], "weak")
 
 
 def names_collective_work(pb: Playbook, text: str) -> bool:
     """Whether prose or a request's path names work its processes do together through collectives
-    (a weight sync's broadcast: `Transferring weights via NCCL...`, `POST /update_named_param/`)."""
+    (a weight sync's broadcast: `POST /update_named_param/`, `POST /prepare_weights_update`)."""
     words = tuple(_verb(pb, w) for w in name_words(text))
     lemmas = tuple(map(lemma, words))
     return any(_contains(lemmas if len(phrase) > 1 else words, phrase) is not None for phrase in pb.collective_words)

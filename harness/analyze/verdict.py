@@ -153,9 +153,10 @@ def silent_category(pb, stage: int, tail: list[str]) -> str:
     last line names: in a collective stage, or in a generation's weight sync — the trainer
     broadcasting its weights into the engine's ranks (TRL's vllm-serve `POST /update_named_param/`
     then a PyNcclCommunicator broadcast, slime's update_weights_from_distributed, OpenRLHF's and
-    verl's broadcasts and FSDP/Megatron gathers): labelled a collective's hang after
-    `Transferring weights via NCCL...` (tests/corpus/realworld47/4723) and after TRL's weight-push
-    requests (realworld55/5523) —, a collective's; elsewhere `other`."""
+    verl's broadcasts and FSDP/Megatron gathers): labelled a collective's hang after a trainer's
+    `POST /prepare_weights_update` (tests/corpus/realworld47/4723, `Transferring weights via NCCL...`
+    before it) and after TRL's weight-push requests (realworld55/5523) —, a collective's; elsewhere
+    `other`."""
     syncing = stage == STAGE_NO["completion"] and bool(tail) and names_collective_work(pb, tail[-1])
     return "distributed_comm_hang" if stage in COLLECTIVE_STAGES or syncing else SILENT_CATEGORY
 
@@ -518,7 +519,9 @@ def context_stage(an, context: list[str], top: int) -> int | None:
     a line that reports a value (`• Avg Reward: 0.43`, a bar's `Compute log probs: 50%`) names
     what it measured, and one that says its work is over (`Number of Trajectories 16/16 completed`)
     names work done, not what the run went on to do: the look stops at either. Before any stage
-    passed (`top`), a line that says it loads or builds what it names is that thing's set-up."""
+    passed (`top`), a line that says it loads or builds what it names is that thing's set-up, and
+    one that names a set-up call (`before init cache memory allocated: …`, then Ray's report of the
+    dead worker: tests/corpus/realworld36/3644) is start-up's."""
     for ln in reversed(_peeled(an, context[-CONTEXT_BACK:])):
         if measures(ln.text) or ENDED_WORK.search(ln.text):
             return None
