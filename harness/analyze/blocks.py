@@ -79,6 +79,7 @@ IPY_CONTEXT = re.compile(r"^\s+\d+ |^\s*\.\.\.$|^'Could not get source")
 # after it, then the frames innermost first, each with its statement (tests/corpus/realworld9/1025
 # ms-swift, realworld41/4148 NeMo-Aligner, realworld55/5516 MedicalGPT, realworld57/5717 Visual-RFT).
 DEBUGPY_HEAD = re.compile(r"^(?:Exception has occurred|发生异常): (?P<type>[A-Za-z_][\w.]*)(?:\s+\(note: .*\))?\s*$")
+DEBUGPY_WORDS = ("Exception has occurred: ", "发生异常: ")  # the head's literal start: most lines are cut at once
 DEBUGPY_MESSAGE = 8  # lines of its message at most: a view with no frames after them is over
 # A traceback's head printed at the end of another line: a progress bar redrawn with `\r` and no
 # newline (tqdm writes `\r` + bar and ends the line only when it closes) leaves the cursor at the
@@ -206,7 +207,7 @@ class BlockAssembler:
             if got.text:
                 self._add(blk, got, code=got.text.startswith("    "))
             return [], True
-        if blk is None and (head := DEBUGPY_HEAD.match(text)):
+        if blk is None and text.startswith(DEBUGPY_WORDS) and (head := DEBUGPY_HEAD.match(text)):
             blk = self.open[line.proc] = Block(line.proc, line.no, innermost_first=True, debugpy=head["type"],
                                                 state="message")
             self._add(blk, line)
@@ -307,17 +308,16 @@ class BlockAssembler:
         the innermost, it is the block's exception, read as any."""
         text, seg = line.text, (blk.segments[-1] if blk.segments else blk.current)
         frame, m = FRAME.match(text), is_exception_line(text)
-        if not (frame or (m and _looks_like_type(m.group("type")))) and len(blk.lines) > DEBUGPY_MESSAGE:
-            return [self.open.pop(line.proc)], False  # no frames came: the log went on, the view is over
-        if not (frame or (m and _looks_like_type(m.group("type")))):
+        if not (frame or (m and _looks_like_type(m.group("type")))):  # the message goes on
+            if len(blk.lines) > DEBUGPY_MESSAGE:
+                return [self.open.pop(line.proc)], False  # no frames came: the log went on, the view is over
             if not seg.exc_no:  # the message's first line is the exception's
-                seg.exc_no, seg.exc_text = line.no, f"{blk.debugpy}: {text.strip()}"
-                seg.exc_type = blk.debugpy.rsplit(".", 1)[-1]
+                self._debugpy_exception(blk, seg, line.no, f"{blk.debugpy}: {text.strip()}")
             self._add(blk, line)
             return [], True
         if frame:  # the frames that follow are where it was raised
             if not seg.exc_no:  # no message: the head names the exception alone
-                seg.exc_no, seg.exc_text, seg.exc_type = blk.start_no, blk.debugpy, blk.debugpy.rsplit(".", 1)[-1]
+                self._debugpy_exception(blk, seg, blk.start_no, blk.debugpy)
             blk.user_code, blk.state = True, "frames"
             self._add(blk, line)
         else:
@@ -325,6 +325,10 @@ class BlockAssembler:
             blk.innermost_first, blk.debugpy = False, ""
             self._exception(blk, line, m)
         return [], True
+
+    @staticmethod
+    def _debugpy_exception(blk: Block, seg: Segment, no: int, text: str) -> None:
+        seg.exc_no, seg.exc_text, seg.exc_type = no, text, blk.debugpy.rsplit(".", 1)[-1]
 
     def _pyspy(self, line: Line, head: re.Match | None, blk: Block | None) -> tuple[list[Block], bool]:
         """A line of a py-spy dump: a thread's head opens its block (closing the one before), a

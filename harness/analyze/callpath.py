@@ -173,7 +173,7 @@ def _stage(pb: Playbook, words: tuple[str, ...], prose: bool = False) -> tuple[i
     for phrase, stage, kind in pb.stage_words:
         if found is not None and len(phrase) < length:
             break
-        mine = lemmas if len(phrase) > 1 else words  # a phrase's words in either number (`_in_number`)
+        mine = _worded(words, lemmas, phrase)
         # a loop's name is the whole name
         at = (0 if mine == phrase else None) if kind == "loop" else _contains(mine, phrase)
         if at is not None and at < first:
@@ -205,7 +205,12 @@ def requested_stage(pb: Playbook, path: str) -> int | None:
 
 def _prose_stage(pb: Playbook, text: str) -> tuple[int, str] | None:
     """`_stage` of the words of prose or a path, each `-ing` read as its verb."""
-    return _stage(pb, tuple(_verb(pb, w) for w in name_words(text)), prose=True)
+    return _stage(pb, _prose_words(pb, text), prose=True)
+
+
+def _prose_words(pb: Playbook, text: str) -> tuple[str, ...]:
+    """The words of prose or a path, each `-ing` read as its verb."""
+    return tuple(_verb(pb, w) for w in name_words(text))
 
 
 def names_set_up(pb: Playbook, text: str) -> bool:
@@ -217,9 +222,9 @@ def names_set_up(pb: Playbook, text: str) -> bool:
 def names_collective_work(pb: Playbook, text: str) -> bool:
     """Whether prose or a request's path names work its processes do together through collectives
     (a weight sync's broadcast: `POST /update_named_param/`, `POST /prepare_weights_update`)."""
-    words = tuple(_verb(pb, w) for w in name_words(text))
+    words = _prose_words(pb, text)
     lemmas = tuple(map(lemma, words))
-    return any(_contains(lemmas if len(phrase) > 1 else words, phrase) is not None for phrase in pb.collective_words)
+    return any(_contains(_worded(words, lemmas, phrase), phrase) is not None for phrase in pb.collective_words)
 
 
 def _verb(pb: Playbook, word: str) -> str:
@@ -229,6 +234,12 @@ def _verb(pb: Playbook, word: str) -> str:
             if verb in pb.stage_vocab:
                 return verb
     return word
+
+
+def _worded(words: tuple[str, ...], lemmas: tuple[str, ...], phrase: tuple[str, ...]) -> tuple[str, ...]:
+    """A name's words as `phrase` is looked for in them: a phrase of several words in either number
+    (their `lemmas`: `_in_number`), a single word as written."""
+    return lemmas if len(phrase) > 1 else words
 
 
 def _contains(words: tuple[str, ...], phrase: tuple[str, ...]) -> int | None:
