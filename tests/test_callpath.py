@@ -1724,3 +1724,57 @@ def test_a_command_line_dispatcher_relays_the_call_and_names_no_phase(pb):
     assert path_stage(pb, [[fire]]) is None
     hydra = 'File "/venv/lib/python3.11/site-packages/hydra/_internal/utils.py", line 223, in run_and_report'
     assert path_stage(pb, [[hydra, 'File "/srv/tinyrl/trainer.py", line 80, in compute_log_prob']]) == 6
+
+
+def test_saving_the_model_or_its_state_is_the_update_s_last_work_a_pickler_s_save_is_not(pb):
+    """A model or a trainer's state saved after a step (`save_model`, `save_state`, a flag read
+    `…_on_model_save`, in either word order) is the update's; a pickler's `save`, walking
+    whatever object it is handed, relays (a dataset's function hashed, a task's arguments sent)."""
+    log = ["Traceback (most recent call last):",
+           '  File "/srv/tinyrl/loop.py", line 311, in run_epochs',
+           "    sd = self.acc.get_state_dict(self.shadow)",
+           '  File "/venv/lib/python3.11/site-packages/tinyacc/core.py", line 902, in get_state_dict',
+           "    if model.gather_shards_on_model_save():",
+           "AttributeError: 'NoneType' object has no attribute 'gather_shards_on_model_save'"]
+    assert stage_of(pb, log)[0] == 7
+    pickled = ["Traceback (most recent call last):",
+               '  File "/srv/tinyrl/prep.py", line 20, in start',
+               '  File "/venv/lib/python3.11/site-packages/dill/_dill.py", line 422, in save',
+               '  File "/usr/lib/python3.11/pickle.py", line 578, in save',
+               "TypeError: cannot pickle '_thread.lock' object"]
+    assert stage_of(pb, pickled)[0] == 1  # nothing places it: start-up, not a checkpoint's save
+
+
+FATAL = ["(EngineWorker pid=41) *** SIGFPE received at time=1700000000 on cpu 3 ***",
+         "(EngineWorker pid=41) PC: @     0x7f0000001000  (unknown)  (unknown)",
+         "(EngineWorker pid=41) [2026-12-07 10:00:00,001 E 41 41] logging.cc:497: *** SIGFPE received at time=1700000000 on cpu 3 ***",
+         "(EngineWorker pid=41) [2026-12-07 10:00:00,001 E 41 41] logging.cc:497: PC: @     0x7f0000001000  (unknown)  (unknown)",
+         "(EngineWorker pid=41) Fatal Python error: Floating point exception",
+         "(EngineWorker pid=41) ",
+         "(EngineWorker pid=41) Stack (most recent call first):",
+         '(EngineWorker pid=41)   File "/venv/lib/python3.11/site-packages/vllm/model_executor/layers/logits_processor.py", line 83 in _get_logits',
+         '(EngineWorker pid=41)   File "/venv/lib/python3.11/site-packages/vllm/worker/model_runner.py", line 1698 in execute_model',
+         '(EngineWorker pid=41)   File "/srv/tinyrl/workers.py", line 55 in run_step']
+
+
+def test_a_fatal_error_s_stack_is_the_dying_call_s_own_path(pb):
+    """faulthandler prints the fatal error, then the frames the signal hit, innermost first: its
+    own path (a generation's logits), not the driver's call that waited on the process after."""
+    log = FATAL[4:] + ["Traceback (most recent call last):",
+                       '  File "/srv/tinyrl/driver.py", line 40, in run_epochs',
+                       "    out = self.pool.run_episode_batch(batch)",
+                       *RAY_GET,
+                       "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."]
+    stage, text = stage_of(load_playbook(None), log)  # vllm.yaml knows the engine's frames
+    assert (stage, text) == (2, "Fatal Python error: Floating point exception")
+
+
+def test_a_native_crash_s_report_is_placed_by_the_stack_its_process_dumps_next(pb):
+    """Ray's workers report a fatal signal twice: abseil's line (no frames) and then faulthandler's
+    stack; the first is the root, the stack just after it in the same process places it. Another
+    process's stack does not."""
+    union = load_playbook(None)
+    stage, text = stage_of(union, FATAL)
+    assert (stage, text) == (2, "*** SIGFPE received at time=1700000000 on cpu 3 ***")
+    other = FATAL[:4] + [ln.replace("pid=41", "pid=42") for ln in FATAL[4:]]
+    assert stage_of(union, other)[0] != 2

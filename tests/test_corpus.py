@@ -92,6 +92,10 @@ FLOORS = {
     ("realworld56",): {"stage": 0.68, "category": 0.63, "digest": 1.0, "chosen": 0.90},  # blind at 98ef4fa (64 / 64 / 100 / 91), misses read once
     ("realworld57",): {"stage": 0.80, "category": 0.57, "digest": 1.0, "chosen": 1.0},  # blind at 9e0ff44 (76 / 38 / 100 / 95), misses read once
     ("realworld58",): {"stage": 0.62, "category": 0.62, "digest": 1.0, "chosen": 0.75},  # blind at a745eb3 (62 / 50 / 100 / 75), misses read once
+    # 29 cases the search tool still found (3, 10, 9, 2, 1 and 4): blind (24 at 82713e9, 63 and 64's 5 after the
+    # first two readings of 59 to 62 were written: 41 / 55 / 100 / 79), misses read once
+    ("realworld59", "realworld60", "realworld61", "realworld62", "realworld63", "realworld64"):
+        {"stage": 0.55, "category": 0.55, "digest": 1.0, "chosen": 0.79},
 }
 
 

@@ -477,8 +477,11 @@ def _place_in(f: Finding, pb: Playbook, blk: Block, seg, exc: str, text: str, na
     the Ray methods, the block's other frames, the processes."""
     actors = list(dict.fromkeys([ln.actor for ln in blk.lines if ln.actor]
                                 + [m[1] for ln in blk.lines if (m := DEAD_ACTOR.match(ln.text))]))
-    _place(f, pb, [(with_calls(pb, seg.frames, seg.code) if seg else []) + list(named), blk.methods,
-                   [e for s in blk.segments for e in with_calls(pb, s.frames, s.code)]], actors, exc, text)
+    every = [e for s in blk.segments for e in with_calls(pb, s.frames, s.code)]
+    # a fatal error's dump (faulthandler's `Fatal Python error: …`, then `Stack (most recent call
+    # first):`) is the dying call's own path: its frames follow the error, not precede it
+    own = every if blk.innermost_first and not (seg and seg.frames) else with_calls(pb, seg.frames, seg.code) if seg else []
+    _place(f, pb, [own + list(named), blk.methods, every], actors, exc, text)
 
 
 def metric_finding(line: Line, rule: MetricRule, value: float, context: list[str], origin: str = "") -> Finding:

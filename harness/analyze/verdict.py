@@ -458,6 +458,22 @@ def consequence_stage(findings: list[Finding], root: Finding) -> int | None:
                  and f.stage is not None), None)
 
 
+DUMP_AFTER = 12  # lines: how far after a native crash's report its process's Python stack may begin
+
+
+def dumped_stage(findings: list[Finding], root: Finding) -> int | None:
+    """The stage of the stack the same process dumps just after `root`, a report of a native crash
+    with no frames of its own: Ray's workers print a fatal signal twice — abseil's failure handler
+    (`*** SIGFPE received at time=… ***` and its `PC: @ 0x…` addresses) and then Python's
+    faulthandler (`Fatal Python error: Floating point exception`, `Stack (most recent call first):`
+    and the frames the signal hit): tests/corpus/realworld64/6401 (in vLLM's logits), realworld34/3441
+    (a reward function), realworld40/4001 (glibc's `free(): double free` before the abort's)."""
+    if root.exception:
+        return None
+    return next((f.stage for f in findings if 0 < f.line_no - root.line_no <= DUMP_AFTER and f.procs & root.procs
+                 and f.stage is not None and not f.by_context), None)
+
+
 def waited_stage(findings: list[Finding], root: Finding) -> int | None:
     """The stage of the first wrapper after `root` that its own call path places: the caller's
     report of the failure (Ray's `RayTaskError(ActorDiedError)` raised in the driver's `ray.get`)
@@ -647,7 +663,8 @@ def build_verdict(an, now: float | None) -> dict:
         # what the error's own message names is the operation it stopped, whatever phase a bar or a
         # marker says had begun (`Error executing tool lookup: Timed out …` while a generation bar counts);
         # so is the call a caller's report of it waited in (`update_actor` while the step's bar counts)
-        said = (message_stage(an.pb, root, top) or waited_stage(findings, root)) if stage is None else None
+        said = (message_stage(an.pb, root, top) or waited_stage(findings, root) or dumped_stage(findings, root)) \
+            if stage is None else None
         if said is None and (stage is None or root.by_context or root.guessed):  # a stage under way says
             # more than a process's name, the callers or a training loop
             # (the lines before its block and the block's first: what was under way when it began)
