@@ -185,6 +185,25 @@ def test_a_paste_that_starts_under_a_frame_s_statement_ends_in_its_exception(pb)
     assert v["root_cause"]["text"] != "AssertionError", v["root_cause"]
 
 
+def test_a_process_whose_first_lines_are_a_failed_assert_ends_in_its_bare_assertion_error(pb):
+    """Workers logging their tracebacks line by line into one log, pasted with a `...` between: the
+    second worker's lines begin under the frame of an `assert` (the statement, the carets) and end in
+    a bare `AssertionError` — its error, read before the first worker's traceback cut short. A
+    process that printed other lines first reads no bare type after an indented line."""
+    w1, w2 = "(Worker pid=11) ", "(Worker pid=12) "
+    log = (f"{w1}Traceback (most recent call last):\n"
+           f'{w1}  File "/srv/eng/layers.py", line 151, in apply\n{w1}    y = self.wrapper.add(x)\n'
+           "...\n"
+           f"{w2}    assert mapping.size(0) == rows\n{w2}           ^^^^^^^^^^^^^^^^^^^^^^^^^\n{w2}AssertionError\n")
+    for fast in (True, False):
+        a = Analyzer(pb, fast=fast)
+        a.feed(log.encode())
+        a.finish()
+        assert a.verdict()["root_cause"]["text"] == "AssertionError"
+    v, _ = run(pb, f"{w2}loading shards\n{w2}    assert mapping.size(0) == rows\n{w2}AssertionError\n")
+    assert (v["root_cause"] or {}).get("text") != "AssertionError"
+
+
 def test_a_remote_traceback_cut_short_says_where_it_stopped(pb):
     """Ray's unhandled-error line names the remote call; its traceback cut before the exception
     (the log ends) still says where the call was: its frames place it (set-up, where a class is

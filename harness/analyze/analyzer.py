@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from ..chain import STAGES
 from ..playbook import Playbook
-from .blocks import Block, BlockAssembler
+from .blocks import UNDER_FRAME_WORDS, Block, BlockAssembler
 from .findings import Finding, finding_from_block, finding_from_line, metric_finding
 from .framing import MIN_LINES, SAMPLE_LINES, learn, wrap_width
 from .gate import Gate, build_gate
@@ -39,7 +39,8 @@ RAISE_SOURCE = re.compile(r"^\s*raise\s+[A-Za-z_][\w.]*\s*(?:\(|$)")
 CUT_FRAME = re.compile(r'^[^\s"]*\.py", line \d+,? in [\w<>.]+$')
 # Lines that any analysis may need, besides the playbook's own patterns.
 _EXTRA_GATES = [r"Traceback \(most recent call last\)", r"most recent call first", r'File "', r'\.py", line ', r"\(idle\)", r"\(active",
-                r"Error", r"Exception", r"Exit", r"Interrupt", r"WARN", r"Warning", *GENERIC_WORDS]
+                r"Error", r"Exception", r"Exit", r"Interrupt", r"WARN", r"Warning", *GENERIC_WORDS,
+                *map(re.escape, UNDER_FRAME_WORDS)]
 LAST = len(STAGES)
 _GATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # playbook -> {live marker ids: Gate}
 STALE_BLOCK_LINES = 64  # an open block with no continuation for this many lines is closed

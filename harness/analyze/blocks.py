@@ -64,6 +64,10 @@ RAY_METHOD = re.compile(r"ray::(?:[\w.<>-]+:)?((?:[\w<>]+\.)?\w+\(\))")
 # A paste's elision of frames (`...`, `…`, `[...]` on a line of its own): the traceback goes on after it.
 ELIDED = re.compile(r"^\s*(?:\.{3,}|…|\[(?:\.{3}|…)\])\s*$")
 CARETS = re.compile(r"^\s*[~^]+[~^ ]*$")  # Python 3.11's markers under a frame's source line
+# what Python prints under the frame of an `assert` that failed: the statement, the carets under it
+# (the analyzer's gate lets both through: UNDER_FRAME_WORDS)
+UNDER_FRAME = re.compile(r"^\s+assert\s|^\s*(?=[~^ ]*\^\^\^)[~^]+[~^ ]*$")
+UNDER_FRAME_WORDS = ("assert ", "^^^")
 PANEL = ("│", "╰", "└")  # the rest of a rich traceback's panel (lines.py: unbox): its code context, its border
 # IPython's tracebacks (a notebook's, `ipython -c`; IPython.core.ultratb): the head names the exception
 # type first, each frame is `File path:N, in Class.func(args)` or `Cell In[k], line N`, its code shown
@@ -168,6 +172,7 @@ class BlockAssembler:
     def __init__(self) -> None:
         self.open: dict[str, Block] = {}
         self.glued: Line | None = None  # the last line, when it ended with a traceback's head
+        self.heard: set[str] = set()  # the processes that printed a line already
 
     def feed(self, line: Line, matched: bool) -> tuple[list[Block], bool]:
         """Feed a line; `matched` says a failure signature matched it. Returns the blocks
@@ -182,6 +187,7 @@ class BlockAssembler:
             self._add(blk, line)
             return [], True
         closed, consumed = self._feed(line, matched)
+        self.heard.add(line.proc)
         if not consumed and line.text.endswith("(most recent call last):") and GLUED_HEAD.match(line.text):
             self.glued = line
         return closed, consumed
@@ -215,8 +221,11 @@ class BlockAssembler:
         if blk is not None and blk.state == "message":
             return self._debugpy_message(blk, line)
         if blk is None:
-            if TB_START.match(text) or FRAME.match(text) or (line.no == 1 and CARETS.match(text)):
-                # (a paste that starts inside a traceback, under a frame's statement: its exception follows)
+            if TB_START.match(text) or FRAME.match(text) or (line.no == 1 and CARETS.match(text)) \
+                    or (line.proc not in self.heard and UNDER_FRAME.match(text)):
+                # (a paste that starts inside a traceback, under a frame's statement: its exception
+                # follows — or a process's first lines in it do: an `assert` statement, the carets
+                # under one, a bare AssertionError after them)
                 blk = self.open[line.proc] = Block(line.proc, line.no)
                 self._add(blk, line)
                 return [], True
