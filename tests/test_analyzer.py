@@ -204,6 +204,20 @@ def test_a_process_whose_first_lines_are_a_failed_assert_ends_in_its_bare_assert
     assert (v["root_cause"] or {}).get("text") != "AssertionError"
 
 
+def test_a_message_logged_then_raised_with_its_frames_is_the_exception():
+    """c10d logs its socket error, then raises it with the same words under a traceback: one
+    block, and its root is the exception with its call path (set-up here), not the logged line."""
+    msg = "The client socket has timed out after 300000ms while trying to connect to (127.0.0.1, 51216)."
+    log = (f"[E1118 17:30:24.226257071 socket.cpp:1019] [c10d] {msg}\n"
+           "Traceback (most recent call last):\n"
+           '  File "/srv/tinyrl/client.py", line 348, in init_communicator\n'
+           "    pg = Group.create(host, port)\n"
+           f"torch.distributed.DistNetworkError: {msg}\n")
+    v, _ = run(load_playbook(None), log)
+    assert v["root_cause"]["text"] == f"torch.distributed.DistNetworkError: {msg}"
+    assert v["failed_stage"] == 1
+
+
 def test_a_remote_traceback_cut_short_says_where_it_stopped(pb):
     """Ray's unhandled-error line names the remote call; its traceback cut before the exception
     (the log ends) still says where the call was: its frames place it (set-up, where a class is

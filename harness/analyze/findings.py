@@ -168,6 +168,10 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
     # actor died without a word of its own), the innermost says most: why the actor is gone
     all_wrap = min(ranks) == ROLE_ORDER["wrapper"]
     seg, zone = zones[-1] if all_wrap else zones[ranks.index(min(ranks))]
+    if seg is not None and not seg.exc_type:  # a message logged alone, then raised with its frames (c10d's
+        # socket.cpp line, then the DistNetworkError of the same words): the exception, with its call path
+        seg, zone = next(((s, z) for (s, z), r in zip(zones, ranks) if r == min(ranks) and s is not None
+                          and s.exc_type and s.frames and restates(seg.exc_text, s.exc_text)), (seg, zone))
     # The most telling line of the zone: its best cause (or consequence) signature, by priority;
     # else, among wrappers, the one of highest priority (a dead actor's exit detail); else the
     # exception line itself.
@@ -296,6 +300,13 @@ LOGGED_ERROR = re.compile(LEVEL_ERROR.pattern + r"|(?:^|[\s\]])Error (?:in [\w.]
 # The exception's own line put above its traceback (an issue's paste: the error first, then where
 # it came from), its blank after the colon sometimes lost (`RuntimeError:No module named …`).
 PASTED_EXC = re.compile(r"(?:^|\s)(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception))(?:\([\w.]+\))?: ?\S")
+
+
+def restates(said: str, exc_text: str) -> bool:
+    """Whether a line that said `said` says an exception's message (`exc_text`, `Type: message`)
+    again, as its end, not as the exception itself."""
+    msg = exc_text.split(": ", 1)[1].rstrip(" .") if ": " in exc_text else ""
+    return len(msg) >= 20 and said.rstrip(" .").endswith(msg) and said.rstrip(" .") != exc_text.rstrip(" .")
 
 
 def last_error(lines: list) -> str:

@@ -10,7 +10,7 @@ from ..chain import STAGE_NO, STAGES, stage_statuses
 from ..redact import redact
 from .blocks import LOOSE_EXC
 from .callpath import MODEL_CLASS, named_stage, names_collective_work, names_set_up, path_stage, requested_stage
-from .findings import CUT_NOTE, CUT_SHORT, ROLE_ORDER, Finding, family, scored_category
+from .findings import CUT_NOTE, CUT_SHORT, ROLE_ORDER, Finding, family, restates, scored_category
 from .lines import canonical, make_line
 from .metrics import measures, reports
 from .stacks import collective, flights_after, waiting_frame
@@ -53,12 +53,7 @@ def restated(root: Finding, failed: list[Finding]) -> Finding:
     the exception, with its call path, is the root."""
     if root.exception:
         return root
-    said = root.text.rstrip(" .")
-    for f in failed:
-        msg = f.text.split(": ", 1)[1].rstrip(" .") if f.exception and ": " in f.text else ""
-        if f.line_no > root.line_no and len(msg) >= 20 and said.endswith(msg) and said != f.text.rstrip(" ."):
-            return f
-    return root
+    return next((f for f in failed if f.line_no > root.line_no and f.exception and restates(root.text, f.text)), root)
 
 
 def lifecycle_stage(stage: int | None, top: int, floor: int = 0) -> int:
