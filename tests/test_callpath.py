@@ -47,9 +47,10 @@ def test_the_call_a_frame_was_making_names_the_stage(pb):
            '  File "/srv/tinyrl/trainer.py", line 40, in run_epochs',
            "    vals = self.critic_group.compute_values(batch)",
            *RAY_GET,
-           "AttributeError: 'ShardedGroup' object has no attribute 'compute_values'"]
+           "AttributeError: 'ShardedGroup' object has no attribute 'workers'"]
     assert stage_of(pb, log)[0] == 6
-    # the same failure without the source lines has nothing to place it by: start-up
+    # the same failure without the source lines has nothing to place it by: start-up (the
+    # attribute it lacked names no work)
     assert stage_of(pb, [ln for ln in log if not ln.startswith("    ")])[0] == 1
 
 
@@ -1278,7 +1279,9 @@ def test_an_error_no_frame_places_is_where_its_own_words_say_outside_what_it_quo
     assert alone("RuntimeError: start_weight_update called while a weight update is already active.") == 2
     assert alone("ValueError: failed to compute the reward of sample 3: the answer has no boxed part") == 5
     assert alone("RuntimeError: old log prob of 2 sequences is inf") == 6
-    assert alone("AttributeError: 'RewardManager' object has no attribute 'compute_score'") == 1  # quoted: symbols
+    assert alone("ValueError: 'RewardManager' is not 'compute_score'") == 1  # quoted: symbols
+    # …but the attribute an object lacks is what the failing statement used: its operation
+    assert alone("AttributeError: 'RewardManager' object has no attribute 'compute_score'") == 5
     # quoted, a symbol; a record's key missing: no earlier than where records are read (task dispatch)
     assert alone("KeyError: 'key \"responses\" not found in TensorDict with keys [\\'advantages\\']'") == 3
     assert alone("TimeoutError: Unable to reach the server within 30.0 seconds. You can increase this timeout by "
@@ -1778,3 +1781,16 @@ def test_a_native_crash_s_report_is_placed_by_the_stack_its_process_dumps_next(p
     assert (stage, text) == (2, "*** SIGFPE received at time=1700000000 on cpu 3 ***")
     other = FATAL[:4] + [ln.replace("pid=41", "pid=42") for ln in FATAL[4:]]
     assert stage_of(union, other)[0] != 2
+
+
+def test_the_attribute_a_statement_used_names_its_work_unless_it_sets_up(pb):
+    """`'X' object has no attribute 'y'`: the statement under the innermost frame used `y` — a
+    dispatch's sampler under a loop whose own names say nothing; inside a set-up frame the same
+    lookup reads a setting for whatever work comes later: start-up."""
+    def log(func):
+        return ["Traceback (most recent call last):",
+                f'  File "/srv/tinyrl/run.py", line 484, in {func}',
+                '    set_epoch = getattr(loader.sampler, "set_epoch")',
+                "AttributeError: 'ShardedLoader' object has no attribute 'sampler'"]
+    assert stage_of(pb, log("run_rlhf"))[0] == 3
+    assert stage_of(pb, log("init_workers"))[0] == 1
