@@ -503,7 +503,8 @@ def _place_in(f: Finding, pb: Playbook, blk: Block, seg, exc: str, text: str, na
     every = [e for s in blk.segments for e in with_calls(pb, s.frames, s.code)]
     # a fatal error's dump (faulthandler's `Fatal Python error: …`, then `Stack (most recent call
     # first):`) is the dying call's own path: its frames follow the error, not precede it
-    own = every if blk.innermost_first and not (seg and seg.frames) else with_calls(pb, seg.frames, seg.code) if seg else []
+    own = (every if blk.innermost_first and not (seg and seg.frames)
+           else with_calls(pb, seg.frames, seg.code) if seg else [])
     _place(f, pb, [own + list(named), blk.methods, every], actors, exc, text)
 
 
