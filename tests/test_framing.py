@@ -98,6 +98,40 @@ def test_a_log_of_metric_lines_only_under_a_head_reads_as_the_log_itself(pb, too
     assert essence(verdict(pb, framed(HEADS[tool], METRICS))) == plain
 
 
+# a paste that is a py-spy dump of a hung engine worker, and one of a notebook's traceback cut before its
+# exception: neither begins with a line of a Python traceback, and a head on them hides that they begin as a log's lines do
+DUMP = """\
+    all_reduce (vllm/distributed/device_communicators/symm_mem.py:148)
+    all_reduce (vllm/distributed/parallel_state.py:132)
+    execute_model (vllm/v1/worker/gpu_model_runner.py:2101)
+    run_step (tinyrl/engine_worker.py:55)
+    _bootstrap (threading.py:1002)
+"""
+IPYTHON = """\
+---------------------------------------------------------------------------
+RuntimeError                              Traceback (most recent call last)
+Cell In[8], line 14
+     12 trainer = Trainer(cfg)
+---> 14 trainer.train()
+File ~/tinyrl/trainer.py:1132, in Trainer.step(self, batch)
+   1130 logits = self.model(batch)
+-> 1132 logps = logits.log_softmax(-1)
+"""
+
+
+@pytest.mark.parametrize("tool", ["docker -t", "srun --label", "mpirun --tag-output"])
+@pytest.mark.parametrize("log", [DUMP, IPYTHON], ids=["py-spy dump", "IPython traceback"])
+def test_a_stack_dump_or_a_notebook_s_traceback_under_a_head_reads_as_itself(pb, tool, log):
+    """Peeled, a py-spy dump's frames and IPython's `File ~/x.py:12, in f()` begin as a log's lines
+    do, so the head is the framing (and a padded head such as `srun -l`'s does not make indented
+    words ending in a parenthesis read as frames)."""
+    a = Analyzer(pb)
+    a.feed(framed(HEADS[tool], log).encode())
+    assert a.framing is not None
+    a.finish()
+    assert essence(a.verdict()) == essence(verdict(pb, log))
+
+
 def test_a_head_that_opens_what_it_does_not_close_is_the_lines_own(pb):
     """Every JSON metric line of a log shares `{"loss": 0.` — a collector's head is whole, so the
     timestamp before it is the framing, not the timestamp and the line's first key."""

@@ -18,7 +18,7 @@ import json
 import re
 from collections import Counter
 
-from .blocks import FRAME, LOOSE_EXC, TB_START
+from .blocks import FRAME, IPY_FRAME, LOOSE_EXC, PYSPY_HEAD, TB_START
 
 SAMPLE_LINES = 32  # the lines a log's framing is learned from
 MIN_LINES = 2  # one line says nothing about a shape lines share
@@ -198,8 +198,18 @@ def _framing(head: list[str], lines: list[str], known, need: int, reads) -> re.P
     return rx
 
 
+# a stack dump's frame as py-spy prints it, a function and its Python file, its indentation perhaps taken
+# with the head (blocks.PYSPY_FRAME is looser: any indented words ending in a parenthesis, which a padded
+# head such as `srun -l`'s ` 5: ` begins too)
+DUMP_FRAME = re.compile(r"^\s*[\w<>.]+ \([^()\s]+\.py(?::\d+)?\)$")
+
+
 def _begins(text: str, known, reads) -> bool:
-    return bool(TB_START.match(text) or FRAME.match(text) or LOOSE_EXC.match(text) or known(text) > 0 or reads(text))
+    """Whether a line begins as a log's lines do: a traceback's head, frame or exception (IPython's
+    `File ~/x.py:12, in f()` too), a stack dump's thread or frame (py-spy's `Thread 0x… (idle)`,
+    `    all_reduce (vllm/…/symm_mem.py:148)`), a prefix the playbook knows, a line it reads."""
+    return bool(TB_START.match(text) or FRAME.match(text) or LOOSE_EXC.match(text) or IPY_FRAME.match(text)
+                or PYSPY_HEAD.match(text) or DUMP_FRAME.match(text) or known(text) > 0 or reads(text))
 
 
 def _regex(head: list[str], lines: list[str]) -> re.Pattern:
