@@ -209,7 +209,7 @@ def finding_from_block(blk: Block, pb: Playbook) -> Finding | None:
             named = [e for s in cut for e in with_calls(pb, s.frames, s.code)]
         _place_in(f, pb, blk, seg, exc, line.text,
                   named + callee(seg.exc_text if seg else line.text) + failed_call(line.text)
-                  + attribute_used(pb, seg, line.text))
+                  + statement_attribute(pb, seg, line.text))
     elif f.stage == START:
         _work_over_setup(f, pb, [(with_calls(pb, seg.frames, seg.code) if seg else []) + failed_call(line.text),
                                  blk.methods])
@@ -467,7 +467,7 @@ def failed_call(text: str) -> list[str]:
 # PyObject_GenericGetAttr: `'%.100s' object has no attribute '%U'`, a module's `module 'x' has no
 # attribute 'y'`): what the failing statement was using, its innermost operation when the log shows
 # no frame of it (slime's dynamic-sampling filter calling `get_reward_value` on a group:
-# tests/corpus/realworld36/3623), and under the frames of one (`attribute_used`).
+# tests/corpus/realworld36/3623), and under the frames of one (`statement_attribute`).
 MISSING_ATTRIBUTE = re.compile(r"\bhas no attribute '([A-Za-z_]\w*)'")
 
 
@@ -477,7 +477,7 @@ def used_attribute(text: str) -> list[str]:
     return [f"{m[1]}()"] if m else []
 
 
-def attribute_used(pb: Playbook, seg, text: str) -> list[str]:
+def statement_attribute(pb: Playbook, seg, text: str) -> list[str]:
     """`used_attribute` as the innermost operation of a traceback's statement, when its frames do
     not pass through set-up: a set-up frame reads settings and builds objects, whatever work they
     are for (`'Config' object has no attribute 'rollout'` in `init_model`); elsewhere the attribute
