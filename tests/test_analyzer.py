@@ -2510,3 +2510,80 @@ def test_a_debuggers_exception_view_without_frames_ends_after_its_message():
     texts = sorted(f.text for f in an.findings.values())
     assert texts == ["RuntimeError: the reward server refused the batch", "ValueError: late failure"], texts
     assert v["last_stage_passed"] >= 1, v["stages"]  # the steps after the view were read as steps
+
+
+def test_where_a_line_was_printed_from_is_no_value_it_reports():
+    """`file.py:50:` in a warning's or a logger's head is a place, not a `key: number` pair: the
+    lines before an error are still read for the work they name (set-up here, before any stage)."""
+    from harness.analyze.metrics import measures
+    assert not measures("/srv/app/utils/shard.py:50: UserWarning: falling back to a slow kernel")
+    assert not measures("[INFO|loader_utils.py:2513] 2024-01-02 10:26:34,951 >> reading the index")
+    assert measures("epoch 3 | loss: 0.25")
+    log = ("(run_func pid=9) Engine init INFO: Initializing the accelerator platform.\n"
+           "(run_func pid=9) /srv/app/utils/shard.py:50: UserWarning: falling back to a slow kernel\n"
+           "(run_func pid=9)   warnings.warn(\n"
+           "(raylet) [2024-01-02 10:26:40,121 E 77 77] (raylet) node_manager.cc:2929: 3 Workers (tasks / actors) "
+           "killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: ab12)\n")
+    v, _ = run(load_playbook(None), log)
+    assert v["root_cause"]["category"] == "oom", v["root_cause"]
+    assert v["failed_stage"] == 1, (v["failed_stage"], v["stage_basis"])
+
+
+def test_a_load_bar_still_counting_before_any_stage_is_the_start_up_under_way():
+    """A bar that names loading, cut by a kill before any stage passed, is the model's set-up; after a
+    step, loading names nothing (a weight sync loads too), and no stage is assumed for the kill."""
+    kill = ("Loading model shards:  57%|█████▋    | 4/7 [01:02<00:40, 13.3s/it]\n"
+            "WARNING:launcher:Sending process 11 closing signal SIGTERM\n"
+            "ERROR:launcher:failed (exitcode: -9) local_rank: 1 (pid: 12) of binary: /usr/bin/python\n")
+    v, _ = run(load_playbook(None), kill)
+    assert (v["failed_stage"], v["stage_basis"]) == (1, "under way"), v["root_cause"]
+    from harness.analyze.verdict import bar_stage
+    pb = load_playbook(None)
+    assert bar_stage(pb, kill.splitlines()[:1], first=True)[0] == 1
+    assert bar_stage(pb, kill.splitlines()[:1]) is None
+
+
+def test_a_model_moved_onto_its_device_is_placed_as_it_is_built_unless_a_phase_names_the_call():
+    """torch's Module._apply under `.cuda()` with no stage's work on the path is set-up; the same
+    frames under a log-prob computation are that computation's."""
+    apply = ('  File "/venv/lib/python3.10/site-packages/torch/nn/modules/module.py", line 688, in cuda\n'
+             "    return self._apply(lambda t: t.cuda(device))\n"
+             '  File "/venv/lib/python3.10/site-packages/torch/nn/modules/module.py", line 601, in _apply\n'
+             "    param_applied = fn(param)\n")
+    head = 'Traceback (most recent call last):\n  File "/x/run.py", line 9, in main\n'
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    pb = load_playbook(None)
+    v, _ = run(pb, head + "    policy = PolicyNet().cuda()\n" + apply + oom)
+    assert v["failed_stage"] == 1, v["root_cause"]
+    v, _ = run(pb, head + "    old = self.compute_log_prob(batch)\n"
+               '  File "/x/worker.py", line 30, in compute_log_prob\n    self.model.cuda()\n' + apply + oom)
+    assert v["failed_stage"] == 6, v["root_cause"]
+
+
+def test_a_device_side_assert_in_a_lambda_kernel_is_the_device_runtimes():
+    """CUDA's assert names a lambda kernel `operator()`; with no family reading its check as the
+    data's, it is a device runtime error, and the run that printed only it crashed."""
+    line = ("/build/aten/native/cuda/SomeKernel.cu:93: operator(): block: [0,0,0], thread: [3,0,0] "
+            "Assertion `idx < size && \"index out of bounds\"` failed.\n")
+    v, _ = run(load_playbook(None), line * 3)
+    assert v["outcome"] == "crash" and v["root_cause"]["category"] == "device_runtime_error", v["root_cause"]
+
+
+def test_a_device_index_past_the_visible_devices_is_the_settings():
+    """`invalid device ordinal` and torch's `device < num_gpus` check: a GPU number the process does not see."""
+    pb = load_playbook(None)
+    for exc in ("RuntimeError: CUDA error: invalid device ordinal",
+                'RuntimeError: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED at "/b/aten/cuda/Ctx.cpp":49'):
+        v, _ = run(pb, ENGINE + traceback("", exc, funcs=("main", "start_worker")))
+        assert v["root_cause"]["category"] == "config_mismatch", (exc, v["root_cause"])
+
+
+def test_a_cuda_errors_backtrace_head_alone_says_the_run_crashed_on_the_device():
+    """The message above c10's backtrace cut away: its head still says a CUDA call failed."""
+    log = ("(Worker pid=5) Exception raised from c10_cuda_check_implementation at /b/c10/cuda/CUDAException.cpp:43 "
+           "(most recent call first):\n"
+           "(Worker pid=5) frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f in /l/libc10.so)\n"
+           "(Worker pid=5) frame #1: c10d::ProcessGroupNCCL::WorkNCCL::isCompleted() + 0xa0 (0x7f in /l/libtorch_cuda.so)\n")
+    v, _ = run(load_playbook(None), log, now=10 ** 10)
+    assert v["outcome"] == "crash", v["root_cause"]
+    assert v["root_cause"]["category"] == "device_runtime_error", v["root_cause"]

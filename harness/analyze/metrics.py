@@ -52,8 +52,16 @@ _SPACED = re.compile(r"(?:^|[,:(]) *[A-Za-z][\w/.-]*(?: [A-Za-z][\w/.-]*)* [-+]?
                      r"(?:%|[a-z]{1,2})?(?=[,)]|\s*$| \()")
 
 
+# Where a line was printed from, `file.ext:lineno`, is no value it reports: Python's warnings
+# (warnings.formatwarning: `…/areal/utils/fsdp.py:50: UserWarning: …`, tests/corpus/realworld65/6501),
+# transformers' logging (`[INFO|modeling_utils.py:2513] 2023-06-08 …`, realworld67/6701), glog and
+# Ray's C++ logs (`node_manager.cc:2929:`), loguru's `module:function:line` after a file's name.
+SOURCE_AT = re.compile(r"[\w.-]+\.(?:py|pyx|cc|cpp|cxx|c|h|hpp|cu|rs|go|java|js|ts)(?::\w+)?:\d+\b")
+
+
 def measures(text: str) -> bool:
     """Whether a line holds a `key: number` pair: it reports a value, not the work under way."""
+    text = SOURCE_AT.sub(" ", text)
     return _PAIR.search(text) is not None or len(_SPACED.findall(text)) >= GENERIC_PAIRS
 
 

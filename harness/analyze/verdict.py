@@ -338,12 +338,16 @@ def under_way(an, line_no: int) -> int | None:
 BAR = re.compile(r"(?P<desc>[A-Za-z][\w .()/-]*?):\s*(?P<pct>\d{1,3})%\|")
 
 
-def bar_stage(pb, lines: list[str], requests_only: bool = False) -> tuple[int, int] | None:
+def bar_stage(pb, lines: list[str], requests_only: bool = False,
+              first: bool = False) -> tuple[int, int] | None:
     """(stage, how many lines before the last of `lines` it was printed) of the phase the last
     progress bar among `lines` counts, when it was still counting (below 100 %) and its description
     names a stage's work: EasyR1's `Compute log probs`, verl-tool's `Async Generating sequences`,
     vLLM's `Processed prompts`… A bar whose description names no stage's work (`Running step`,
-    `Training Progress`) says nothing; a finished one says its phase is over. A server's request
+    `Training Progress`) says nothing; a finished one says its phase is over. Before any stage
+    passed (`first`), one that names set-up counts it: transformers' `Loading checkpoint shards`
+    (modeling_utils, as a model is built: tests/corpus/realworld67/6701, 6705, a host's OOM killer
+    during it) — later, loading is also what a weight sync does. A server's request
     line counts as such a bar: the last request whose path names a stage's work (TRL's and
     ms-swift's rollout servers: `"POST /update_named_param/ HTTP/1.1" 200`, the weight sync;
     `/init_communicator/`, set-up) is what its client was doing; `/health` names nothing."""
@@ -352,7 +356,8 @@ def bar_stage(pb, lines: list[str], requests_only: bool = False) -> tuple[int, i
         if req is not None and (stage := requested_stage(pb, req["path"])) is not None:
             return stage, back
         for m in [] if requests_only else reversed(list(BAR.finditer(text))):
-            stage = named_stage(pb, m["desc"])
+            stage = named_stage(pb, m["desc"]) or (
+                STAGE_NO["engine_start"] if first and names_set_up(pb, m["desc"]) else None)
             if stage is not None:
                 return (stage, back) if int(m["pct"]) < 100 else None
     return None
@@ -366,7 +371,8 @@ def phase_under_way(an, line_no: int, lines: list[str], named: int | None = None
     the next, its bars interleaved). A request line does: a server's log of the request it just
     answered says what its client had it do (`POST /init_communicator/` before an engine process's
     error: the weight-sync communicator's set-up, not a generation)."""
-    bar = bar_stage(an.pb, lines, requests_only=named is not None)
+    bar = bar_stage(an.pb, lines, requests_only=named is not None,
+                    first=not any(at < line_no for at, _ in an.reached.values()))
     if bar is not None:
         marks = [at for at, _ in an.reached.values()] + list(an.entered.values()) + [an.last_update or -1]
         if line_no - bar[1] > max((at for at in marks if at < line_no), default=-1):
