@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .patterns import Matchers, valid_regex
 from .yamlfile import Loader, load_model, node_line
@@ -90,9 +90,10 @@ class Signature(Pattern):
     outcome: Literal["crash", "hang", "wrong_result"] = "crash"
     fix: Fix | None = None
     alone: bool = False  # an error shape for lines outside a traceback only (inside one, the traceback decides)
-    # a supervisor's report that a process died (Ray's raylet and GCS): it says which process and
-    # how, not what the process was doing — nothing else placing it, its stage is unknown
-    death_report: bool = False
+    # it says what failed, not what the process was doing: a supervisor's report that a process died
+    # (Ray's raylet and GCS: which process, and how), a device's fault inside a kernel that any phase's
+    # computation runs — nothing else placing it, its stage is unknown
+    phaseless: bool = Field(False, validation_alias=AliasChoices("phaseless", "death_report"))  # its name until 2026-12-08
 
 
 class StageHint(Pattern):

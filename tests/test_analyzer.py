@@ -2587,3 +2587,17 @@ def test_a_cuda_errors_backtrace_head_alone_says_the_run_crashed_on_the_device()
     v, _ = run(load_playbook(None), log, now=10 ** 10)
     assert v["outcome"] == "crash", v["root_cause"]
     assert v["root_cause"]["category"] == "device_runtime_error", v["root_cause"]
+
+
+def test_a_kernels_fault_nothing_places_has_no_assumed_stage_until_a_stage_passed():
+    """A kernel faults where it runs, in any phase: alone, its stage is unknown, not start-up;
+    when the log says which phase was under way (the engine's start-up here), that phase."""
+    pb = load_playbook(None)
+    for exc in ("RuntimeError: CUDA error: misaligned address",
+                "Memory access fault by GPU node-2 (Agent handle: 0x5c1) on address 0x7f00. Reason: Page not present."):
+        v, _ = run(pb, exc + "\n")
+        assert v["root_cause"]["category"] == "device_runtime_error" and v["failed_stage"] is None, (exc, v["root_cause"])
+        v, _ = run(pb, ENGINE + exc + "\n")
+        assert (v["failed_stage"], v["stage_basis"]) == (1, "under way"), (exc, v["failed_stage"])
+    v, _ = run(pb, "RuntimeError: CUDA error: operation not permitted\n")  # a call refused, not a kernel's fault
+    assert v["failed_stage"] == 1, v["root_cause"]

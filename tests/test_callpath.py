@@ -648,7 +648,8 @@ def test_an_error_nothing_places_is_where_a_consequence_of_it_was_caught(pb):
     """The engine's worker died of an error whose own frames name no work (a collective inside a
     model's forward); the client that waited on it was generating when the engine died (vLLM's
     EngineDeadError, `See stack trace (above) for the root cause`): the root is the worker's error,
-    at the stage of the call that caught its consequence; without that, the start-up default."""
+    at the stage of the call that caught its consequence; without that, no stage is assumed: a
+    kernel's fault on the device happens in whichever phase ran the kernel."""
     worker = ["ERROR 12-03 18:53:09 [multiproc_executor.py:671] Traceback (most recent call last):",
               'ERROR 12-03 18:53:09 [multiproc_executor.py:671]   File "/srv/tinyrl/comm.py", line 143, in all_gather',
               "ERROR 12-03 18:53:09 [multiproc_executor.py:671]     dist.all_gather_into_tensor(out, inp)",
@@ -664,7 +665,7 @@ def test_an_error_nothing_places_is_where_a_consequence_of_it_was_caught(pb):
     pbu = load_playbook(None)
     failed, text = stage_of(pbu, worker + client)
     assert failed == 2 and "illegal memory access" in text, (failed, text)
-    assert stage_of(pbu, worker)[0] == 1
+    assert stage_of(pbu, worker)[0] is None
 
 
 def test_a_record_s_shape_nothing_places_failed_where_records_are_read(pb):
@@ -1297,7 +1298,7 @@ def test_a_trainer_s_start_banner_ends_start_up(pb):
     training *****` once its models, optimizer and engines are set up: a failure after it that
     nothing else places is in the step that follows (its rollout first), not at start-up; before
     it, start-up."""
-    failure = ["RuntimeError: CUDA error: an illegal memory access was encountered"]
+    failure = ["RuntimeError: CUDA error: operation not permitted when stream is capturing"]
     banner = ["[INFO|trainer.py:2407] 2026-12-06 08:20:06,854 >> ***** Running training *****",
               "[INFO|trainer.py:2408] 2026-12-06 08:20:06,854 >>   Num examples = 7,473",
               "  0%|          | 0/935 [00:00<?, ?it/s]"]
