@@ -71,6 +71,10 @@ def test_an_actor_s_repr_in_its_ray_prefix_is_peeled():
     assert (line.text, line.actor, line.proc) == ("Fatal Python error: Aborted", "MegatronPolicyWorker[rank=8]", "10.109.19.209:3294808")
     for kept in ("(out[rank=0] is done) 1", "(batch[idx=3] pid) 4"):
         assert make_line(2, kept, shipped).text == kept
+    # a repr written as a call (`Class(role-index)`, ROLL's workers)
+    line = make_line(3, "(EnvWorker(train_env-0) pid=7) ERROR agent set-up failed", shipped)
+    assert (line.text, line.actor, line.proc) == ("ERROR agent set-up failed", "EnvWorker(train_env-0)", ":7")
+    assert make_line(4, "(f(x) is done) 1", shipped).text == "(f(x) is done) 1"
 
 
 def test_a_ray_prefix_with_a_node_address_not_four_numbers_is_peeled():
