@@ -2530,8 +2530,8 @@ def test_where_a_line_was_printed_from_is_no_value_it_reports():
 
 
 def test_a_load_bar_still_counting_before_any_stage_is_the_start_up_under_way():
-    """A bar that names loading, cut by a kill before any stage passed, is the model's set-up; after a
-    step, loading names nothing (a weight sync loads too), and no stage is assumed for the kill."""
+    """A bar that names loading, cut by a kill before any stage passed, is the model's set-up; once a
+    stage passed, a bar of loading names nothing (a weight sync loads too)."""
     kill = ("Loading model shards:  57%|█████▋    | 4/7 [01:02<00:40, 13.3s/it]\n"
             "WARNING:launcher:Sending process 11 closing signal SIGTERM\n"
             "ERROR:launcher:failed (exitcode: -9) local_rank: 1 (pid: 12) of binary: /usr/bin/python\n")
@@ -2589,7 +2589,7 @@ def test_a_cuda_errors_backtrace_head_alone_says_the_run_crashed_on_the_device()
     assert v["root_cause"]["category"] == "device_runtime_error", v["root_cause"]
 
 
-def test_a_kernels_fault_nothing_places_has_no_assumed_stage_until_a_stage_passed():
+def test_a_kernels_fault_nothing_places_has_no_assumed_stage():
     """A kernel faults where it runs, in any phase: alone, its stage is unknown, not start-up;
     when the log says which phase was under way (the engine's start-up here), that phase."""
     pb = load_playbook(None)

@@ -55,7 +55,7 @@ _SPACED = re.compile(r"(?:^|[,:(]) *[A-Za-z][\w/.-]*(?: [A-Za-z][\w/.-]*)* [-+]?
 # Where a line was printed from, `file.ext:lineno`, is no value it reports: Python's warnings
 # (warnings.formatwarning: `…/areal/utils/fsdp.py:50: UserWarning: …`, tests/corpus/realworld65/6501),
 # transformers' logging (`[INFO|modeling_utils.py:2513] 2023-06-08 …`, realworld67/6701), glog and
-# Ray's C++ logs (`node_manager.cc:2929:`), loguru's `module:function:line` after a file's name.
+# Ray's C++ logs (`node_manager.cc:2929:`), a file's name then its function (`worker.py:run:88`).
 SOURCE_AT = re.compile(r"[\w.-]+\.(?:py|pyx|cc|cpp|cxx|c|h|hpp|cu|rs|go|java|js|ts)(?::\w+)?:\d+\b")
 
 

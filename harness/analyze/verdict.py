@@ -583,18 +583,19 @@ BASIS_SAYS = {"placed": "where the error was raised", "stack": "where its main t
 
 
 def unplaceable(pb, root: Finding, stage: int | None, top: int, floor: int) -> bool:
-    """Whether a root cause's stage is left unknown rather than assumed, before any stage passed
-    and with nothing placing it: an out-of-memory error, or a supervisor's report that a process
-    died, or a device's fault inside a kernel (a signature's `phaseless`). Memory runs out where
-    a run's usage peaks — a step's update or log-probs, a rollout's KV cache, host memory filling
-    with a replay buffer — and a killer from outside (Ray's memory monitor, the kernel's
-    oom-killer, a pod's limit) or an allocator's error with no frames says nothing of which; the
-    start-up the lifecycle assumes (DESIGN.md) is not assumed for it. Of the 20 such errors in the labelled corpora (tests/corpus,
-    2026-12-06), 2 were labelled start-up, 5 the update, 2 other stages and 11 unknowable: `null`,
-    as DESIGN.md's contract allows for a stage the log cannot tell. Ray's report of a dead worker
-    or actor (`The actor is dead because its worker process has died … potential root causes: (1)
-    … OOM killer … (3) … SIGSEGV`) is the same kind of statement about any phase: of the 7 that
-    nothing placed in the corpora, 4 were labelled unknowable, 1 start-up, 1 a trajectory, 1 the update.
+    """Whether a root cause's stage is left unknown rather than assumed, before any stage passed and
+    with nothing placing it: an out-of-memory error, or a supervisor's report that a process died,
+    or a device's fault inside a kernel (a signature's `phaseless`). Memory runs out where a run's
+    usage peaks — a step's update or log-probs, a rollout's KV cache, host memory filling with a
+    replay buffer — and a killer from outside (Ray's memory monitor, the kernel's oom-killer, a
+    pod's limit) or an allocator's error with no frames says nothing of which; the start-up the
+    lifecycle assumes (DESIGN.md) is not assumed for it. Of the 20 such errors in the labelled
+    corpora (tests/corpus, 2026-12-06), 2 were labelled start-up, 5 the update, 2 other stages and
+    11 unknowable: `null`, as DESIGN.md's contract allows for a stage the log cannot tell. Ray's
+    report of a dead worker or actor (`The actor is dead because its worker process has died …
+    potential root causes: (1) … OOM killer … (3) … SIGSEGV`) is the same kind of statement about
+    any phase: of the 7 that nothing placed in the corpora, 4 were labelled unknowable, 1 start-up,
+    1 a trajectory, 1 the update.
     A kernel that faults on the device (an illegal or misaligned address, its own assert, an NPU
     core's exception) faults where it runs — any phase computes —: of the 7 such faults nothing
     placed (2026-12-08), none was labelled start-up; 4 unknowable, 2 the completion, 1 the update."""
