@@ -39,9 +39,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("HARNESS_SHARED", ROOT.parent / "shared"))
 CORPORA = {name: SHARED / "corpus" / name for name in ("realworld", "realworld2", "realworld3")} | \
-    {f"realworld{n}": ROOT / "tests" / "corpus" / f"realworld{n}" for n in range(4, 70)}  # 4 to 69: collected here
+    {f"realworld{n}": ROOT / "tests" / "corpus" / f"realworld{n}" for n in range(4, 71)}  # 4 to 70: collected here
 # scored blind, not tuned on: their per-case lines are not printed (only with --show-held-out)
-HELD_OUT = ("realworld6", "realworld8", "realworld23", "realworld24", "realworld25", "realworld26", "realworld27", "realworld28", "realworld29", "realworld31", "realworld32", "realworld33", "realworld34", "realworld35", "realworld36", "realworld37", "realworld38", "realworld39", "realworld40", "realworld41", "realworld42", "realworld43", "realworld44", "realworld45", "realworld46", "realworld47", "realworld48", "realworld49", "realworld50", "realworld51", "realworld52", "realworld53", "realworld54", "realworld55", "realworld56", "realworld57", "realworld58", "realworld59", "realworld60", "realworld61", "realworld62", "realworld63", "realworld64", "realworld65", "realworld66", "realworld67", "realworld68", "realworld69")
+HELD_OUT = ("realworld6", "realworld8", "realworld23", "realworld24", "realworld25", "realworld26", "realworld27", "realworld28", "realworld29", "realworld31", "realworld32", "realworld33", "realworld34", "realworld35", "realworld36", "realworld37", "realworld38", "realworld39", "realworld40", "realworld41", "realworld42", "realworld43", "realworld44", "realworld45", "realworld46", "realworld47", "realworld48", "realworld49", "realworld50", "realworld51", "realworld52", "realworld53", "realworld54", "realworld55", "realworld56", "realworld57", "realworld58", "realworld59", "realworld60", "realworld61", "realworld62", "realworld63", "realworld64", "realworld65", "realworld66", "realworld67", "realworld68", "realworld69", "realworld70")
 FIRST_FOUR = ("realworld", "realworld2", "realworld3", "realworld4")
 AFTER = 7 * 86400  # seconds after a case's log stopped that it is examined
 KEYS = ("stage", "category", "digest", "chosen", "outcome")
