@@ -484,9 +484,10 @@ def statement_attribute(pb: Playbook, seg, text: str) -> list[str]:
     names what the statement did where its frames name nothing (`train_dataloader.sampler` under a
     training loop of the script's own: `'DeepSpeedDataLoader' object has no attribute 'sampler'`,
     a dispatch — tests/corpus/realworld60/6006)."""
-    if seg is not None and seg.frames and sets_up(pb, [with_calls(pb, seg.frames, seg.code)]):
+    used = used_attribute(text)  # the message first: most errors name no attribute, and the path is not read
+    if used and seg is not None and seg.frames and sets_up(pb, [with_calls(pb, seg.frames, seg.code)]):
         return []
-    return used_attribute(text)
+    return used
 
 
 # Ray's ActorDiedError names the actor that died under its message, one field a line (ray/exceptions.py
